@@ -1,0 +1,277 @@
+// Package targeting decides which downstream Clusters a Fleet HelmOp targets
+// and with which options, so that Courier copies a HelmOp's
+// downstreamResources exactly where Fleet would deploy it.
+//
+// Courier does not import Fleet: this package reimplements Fleet's target
+// semantics (DESIGN.md §3.3–§3.4) as pure functions over Courier's
+// Fleet-compatible types. Targets are evaluated in order and the first one
+// that matches a Cluster wins; a HelmOp without targets gets the implicit
+// target {clusterGroup: default}; a matching target with doNotDeploy excludes
+// the Cluster. Unlike Fleet, a target whose selector is invalid does not abort
+// the others: it matches nothing and is reported as a Problem.
+package targeting
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+)
+
+// DefaultTargetName names the implicit target of a HelmOp that has none.
+const DefaultTargetName = "default"
+
+// DefaultClusterGroup is the ClusterGroup the implicit target selects.
+const DefaultClusterGroup = "default"
+
+// DefaultNamespace is the destination namespace when neither namespace nor
+// defaultNamespace is set.
+const DefaultNamespace = "default"
+
+// ErrNoCriteria is the Err of a Problem about a target that sets none of
+// clusterName, clusterSelector, clusterGroup and clusterGroupSelector.
+var ErrNoCriteria = errors.New("sets none of clusterName, clusterSelector, clusterGroup, clusterGroupSelector, so it matches no cluster")
+
+// Options are a HelmOp's root options merged with those of the target that
+// matched a cluster.
+type Options struct {
+	// Resources is root ∪ target, deduplicated on ResourceKey, root order
+	// first, first spelling kept. Entries with an empty kind or name are kept.
+	Resources []v1alpha1.DownstreamResource
+	// Namespace is the destination namespace: namespace, else
+	// defaultNamespace, else "default" (each field's target value overriding
+	// the root's).
+	Namespace string
+	// ServiceAccount is the target's value when non-empty, else the root's.
+	ServiceAccount string
+	// KeepResources is the OR of root and target.
+	KeepResources bool
+}
+
+// Match is a Cluster the HelmOp deploys to, with the target that won it.
+type Match struct {
+	// Cluster is the caller's object (not a copy); do not modify it.
+	Cluster *v1alpha1.Cluster
+	// TargetName is the target's name, "target%03d" (its index) when
+	// unnamed, as Fleet names them, or "default" for the implicit target.
+	TargetName string
+	Options    Options
+}
+
+// Problem explains why a target can match no cluster, or why a ClusterGroup
+// that a target consults can never contain one.
+type Problem struct {
+	Target string // as in Match.TargetName
+	Group  string // set when the problem is the ClusterGroup's own selector
+	Field  string // "clusterSelector", "clusterGroupSelector", "spec.selector", or "" for ErrNoCriteria
+	Err    error
+}
+
+func (p Problem) Error() string {
+	switch {
+	case p.Group != "":
+		return fmt.Sprintf("target %q: ClusterGroup %q: invalid %s: %v", p.Target, p.Group, p.Field, p.Err)
+	case p.Field != "":
+		return fmt.Sprintf("target %q: invalid %s: %v", p.Target, p.Field, p.Err)
+	default:
+		return fmt.Sprintf("target %q: %v", p.Target, p.Err)
+	}
+}
+
+func (p Problem) Unwrap() error { return p.Err }
+
+// ResourceKey is the identity of a downstream resource: lower(kind)+"/"+name.
+func ResourceKey(r v1alpha1.DownstreamResource) string {
+	return strings.ToLower(r.Kind) + "/" + r.Name
+}
+
+// MergeOptions merges a HelmOp's root options with a target's (which may be
+// nil, for the root options alone).
+func MergeOptions(root v1alpha1.BundleDeploymentOptions, target *v1alpha1.BundleTarget) Options {
+	merged := root
+	var extra []v1alpha1.DownstreamResource
+	if target != nil {
+		t := target.BundleDeploymentOptions
+		if t.TargetNamespace != "" {
+			merged.TargetNamespace = t.TargetNamespace
+		}
+		if t.DefaultNamespace != "" {
+			merged.DefaultNamespace = t.DefaultNamespace
+		}
+		if t.ServiceAccount != "" {
+			merged.ServiceAccount = t.ServiceAccount
+		}
+		merged.KeepResources = merged.KeepResources || t.KeepResources
+		extra = t.DownstreamResources
+	}
+
+	var resources []v1alpha1.DownstreamResource
+	seen := map[string]bool{}
+	for _, list := range [][]v1alpha1.DownstreamResource{root.DownstreamResources, extra} {
+		for _, r := range list {
+			if k := ResourceKey(r); !seen[k] {
+				seen[k] = true
+				resources = append(resources, r)
+			}
+		}
+	}
+
+	ns := merged.TargetNamespace
+	if ns == "" {
+		ns = merged.DefaultNamespace
+	}
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return Options{
+		Resources:      resources,
+		Namespace:      ns,
+		ServiceAccount: merged.ServiceAccount,
+		KeepResources:  merged.KeepResources,
+	}
+}
+
+// group is a ClusterGroup of the HelmOp's namespace; sel nil matches nothing.
+type group struct {
+	name   string
+	labels labels.Set
+	sel    labels.Selector
+	err    error
+}
+
+// target is a BundleTarget with its selectors parsed; a nil selector is unset.
+type target struct {
+	name       string
+	spec       *v1alpha1.BundleTarget
+	clusterSel labels.Selector
+	groupSel   labels.Selector
+	never      bool // invalid selector or no criteria: matches nothing
+}
+
+// Resolve returns, for every Cluster in the HelmOp's namespace, the first
+// target that matches it (Fleet order), except Clusters whose first match
+// has doNotDeploy, sorted by cluster name. Clusters and ClusterGroups from
+// other namespaces are ignored. Problems lists targets that can match
+// nothing because of an invalid selector or no criteria, and ClusterGroups
+// with an invalid selector that a target consults, in target order; they
+// never stop the other targets from matching.
+func Resolve(op *v1alpha1.HelmOp, clusters []*v1alpha1.Cluster, groups []*v1alpha1.ClusterGroup) ([]Match, []Problem) {
+	if op == nil {
+		return nil, nil
+	}
+	var problems []Problem
+
+	var gs []group
+	for _, g := range groups {
+		if g == nil || g.Namespace != op.Namespace {
+			continue
+		}
+		gr := group{name: g.Name, labels: labels.Set(g.Labels)}
+		if g.Spec.Selector != nil {
+			gr.sel, gr.err = metav1.LabelSelectorAsSelector(g.Spec.Selector)
+		}
+		gs = append(gs, gr)
+	}
+	sort.SliceStable(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
+
+	specs := op.Spec.Targets
+	if len(specs) == 0 {
+		specs = []v1alpha1.BundleTarget{{Name: DefaultTargetName, ClusterGroup: DefaultClusterGroup}}
+	}
+	reported := map[string]bool{}
+	ts := make([]target, 0, len(specs))
+	for i := range specs {
+		spec := &specs[i]
+		t := target{name: spec.Name, spec: spec}
+		if t.name == "" {
+			t.name = fmt.Sprintf("target%03d", i)
+		}
+		parse := func(field string, s *metav1.LabelSelector) labels.Selector {
+			if s == nil {
+				return nil
+			}
+			sel, err := metav1.LabelSelectorAsSelector(s)
+			if err != nil {
+				problems = append(problems, Problem{Target: t.name, Field: field, Err: err})
+				t.never = true
+			}
+			return sel
+		}
+		t.clusterSel = parse("clusterSelector", spec.ClusterSelector)
+		t.groupSel = parse("clusterGroupSelector", spec.ClusterGroupSelector)
+		if spec.ClusterName == "" && spec.ClusterSelector == nil && spec.ClusterGroup == "" && spec.ClusterGroupSelector == nil {
+			problems = append(problems, Problem{Target: t.name, Err: ErrNoCriteria})
+			t.never = true
+		}
+		if !t.never && (spec.ClusterGroup != "" || t.groupSel != nil) {
+			for _, g := range gs {
+				if g.err != nil && !reported[g.name] && t.consults(g) {
+					reported[g.name] = true
+					problems = append(problems, Problem{Target: t.name, Group: g.name, Field: "spec.selector", Err: g.err})
+				}
+			}
+		}
+		ts = append(ts, t)
+	}
+
+	var matches []Match
+	for _, c := range clusters {
+		if c == nil || c.Namespace != op.Namespace {
+			continue
+		}
+		for i := range ts {
+			t := &ts[i]
+			if !t.matches(c, gs) {
+				continue
+			}
+			if !t.spec.DoNotDeploy {
+				matches = append(matches, Match{
+					Cluster:    c,
+					TargetName: t.name,
+					Options:    MergeOptions(op.Spec.BundleDeploymentOptions, t.spec),
+				})
+			}
+			break
+		}
+	}
+	sort.SliceStable(matches, func(i, j int) bool { return matches[i].Cluster.Name < matches[j].Cluster.Name })
+	return matches, problems
+}
+
+// consults reports whether g passes the target's group criteria, i.e.
+// whether g's selector decides if the target matches a cluster.
+func (t *target) consults(g group) bool {
+	if t.spec.ClusterGroup != "" && g.name != t.spec.ClusterGroup {
+		return false
+	}
+	return t.groupSel == nil || t.groupSel.Matches(g.labels)
+}
+
+// matches reports whether every criterion the target sets holds for c.
+func (t *target) matches(c *v1alpha1.Cluster, gs []group) bool {
+	if t.never {
+		return false
+	}
+	if t.spec.ClusterName != "" && t.spec.ClusterName != c.Name {
+		return false
+	}
+	cl := labels.Set(c.Labels)
+	if t.clusterSel != nil && !t.clusterSel.Matches(cl) {
+		return false
+	}
+	if t.spec.ClusterGroup == "" && t.groupSel == nil {
+		return true
+	}
+	// One group must satisfy both group criteria and contain the cluster.
+	for _, g := range gs {
+		if g.sel != nil && g.err == nil && t.consults(g) && g.sel.Matches(cl) {
+			return true
+		}
+	}
+	return false
+}
