@@ -1,0 +1,147 @@
+// Package computed is the part of rest.Storage that every read-only,
+// computed Courier resource shares: Get, List and Watch over a
+// memstore.Store, with the request's namespace, label selectors on the
+// object's labels and field selectors on metadata.name, metadata.namespace
+// and the resource's own selectable fields. A registry embeds *Resource and
+// adds what differs: its types, names, fields and table.
+package computed
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// Spec describes one computed resource.
+type Spec[T memstore.Object] struct {
+	// GroupResource names the resource in errors.
+	GroupResource schema.GroupResource
+	// New returns an empty object, used as the bookmark of a watch.
+	New func() T
+	// NewList wraps items (deep copies, sorted) in the resource's list type
+	// with the given resource version.
+	NewList func(items []T, resourceVersion string) runtime.Object
+	// FieldLabels are the fields a field selector may name besides
+	// metadata.name and metadata.namespace.
+	FieldLabels []string
+	// Fields returns the values of FieldLabels for one object.
+	Fields func(T) fields.Set
+}
+
+// Resource implements rest.Getter, the List half of rest.Lister and
+// rest.Watcher for a Spec over a store.
+type Resource[T memstore.Object] struct {
+	store *memstore.Store[T]
+	spec  Spec[T]
+}
+
+// New returns the Get/List/Watch part of the storage for spec, reading store.
+func New[T memstore.Object](store *memstore.Store[T], spec Spec[T]) *Resource[T] {
+	return &Resource[T]{store: store, spec: spec}
+}
+
+// Get implements rest.Getter. It returns NotFound for an object the store
+// does not hold in the request's namespace.
+func (r *Resource[T]) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	obj, ok := r.store.Get(genericapirequest.NamespaceValue(ctx), name)
+	if !ok {
+		return nil, apierrors.NewNotFound(r.spec.GroupResource, name)
+	}
+	return obj, nil
+}
+
+// List implements rest.Lister. It returns every matching object in the
+// request's namespace (all namespaces when there is none) and the current
+// resource version; limit and continue are ignored, so there is never a
+// continue token. With resourceVersionMatch=Exact it returns the state at
+// that resource version while the store's history reaches back to it, and
+// 410 Gone otherwise.
+func (r *Resource[T]) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	match, err := r.Predicate(options)
+	if err != nil {
+		return nil, err
+	}
+	namespace := genericapirequest.NamespaceValue(ctx)
+	if options != nil && options.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+		items, rv, err := r.store.ListExact(namespace, options.ResourceVersion, match)
+		if err != nil {
+			return nil, err
+		}
+		return r.spec.NewList(items, rv), nil
+	}
+	items, rv := r.store.List(namespace, match)
+	return r.spec.NewList(items, rv), nil
+}
+
+// Watch implements rest.Watcher; see memstore.Store.Watch for where a watch
+// starts and which events it sends.
+func (r *Resource[T]) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
+	match, err := r.Predicate(options)
+	if err != nil {
+		return nil, err
+	}
+	return r.store.Watch(ctx, genericapirequest.NamespaceValue(ctx), match, options, r.spec.New)
+}
+
+// Predicate returns the function that decides whether an object is selected
+// by the label and field selectors of options (nil when everything is). A
+// field selector naming a field the resource does not offer is a bad
+// request.
+func (r *Resource[T]) Predicate(options *metainternalversion.ListOptions) (func(T) bool, error) {
+	var label labels.Selector
+	var field fields.Selector
+	if options != nil {
+		label, field = options.LabelSelector, options.FieldSelector
+	}
+	if label != nil && label.Empty() {
+		label = nil
+	}
+	if field != nil && field.Empty() {
+		field = nil
+	}
+	if field != nil {
+		for _, req := range field.Requirements() {
+			switch f := req.Field; {
+			case f == "metadata.name", f == "metadata.namespace", slices.Contains(r.spec.FieldLabels, f):
+			default:
+				return nil, apierrors.NewBadRequest(fmt.Sprintf("field label %q is not supported for %s", f, r.spec.GroupResource))
+			}
+		}
+	}
+	if label == nil && field == nil {
+		return nil, nil
+	}
+	return func(obj T) bool {
+		if label != nil && !label.Matches(labels.Set(obj.GetLabels())) {
+			return false
+		}
+		return field == nil || field.Matches(r.FieldSet(obj))
+	}, nil
+}
+
+// FieldSet returns every selectable field of obj: metadata.name,
+// metadata.namespace and the resource's own.
+func (r *Resource[T]) FieldSet(obj T) fields.Set {
+	set := fields.Set{
+		"metadata.name":      obj.GetName(),
+		"metadata.namespace": obj.GetNamespace(),
+	}
+	if r.spec.Fields != nil {
+		for k, v := range r.spec.Fields(obj) {
+			set[k] = v
+		}
+	}
+	return set
+}

@@ -1,0 +1,90 @@
+// Package downstreamcopy is the rest.Storage of the read-only, computed
+// resource downstreamcopies.courier.dev: one row per HelmOp, targeted
+// cluster and listed resource, served from a memstore that the copy engine
+// fills (DESIGN §4).
+package downstreamcopy
+
+import (
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/registry/computed"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// REST serves downstreamcopies: get, list and watch, with label and field
+// selectors and server-side tables.
+type REST struct {
+	*computed.Resource[*courier.DownstreamCopy]
+}
+
+var (
+	_ rest.Storage              = &REST{}
+	_ rest.Scoper               = &REST{}
+	_ rest.Getter               = &REST{}
+	_ rest.Lister               = &REST{}
+	_ rest.TableConvertor       = &REST{}
+	_ rest.Watcher              = &REST{}
+	_ rest.SingularNameProvider = &REST{}
+	_ rest.ShortNamesProvider   = &REST{}
+	_ rest.CategoriesProvider   = &REST{}
+	_ rest.KindProvider         = &REST{}
+)
+
+// NewREST returns the storage of downstreamcopies, reading store.
+func NewREST(store *memstore.Store[*courier.DownstreamCopy]) *REST {
+	return &REST{Resource: computed.New(store, computed.Spec[*courier.DownstreamCopy]{
+		GroupResource: courier.Resource("downstreamcopies"),
+		New:           func() *courier.DownstreamCopy { return &courier.DownstreamCopy{} },
+		NewList:       newList,
+		FieldLabels:   v1alpha1.DownstreamCopyFieldLabels,
+		Fields:        selectableFields,
+	})}
+}
+
+func newList(items []*courier.DownstreamCopy, resourceVersion string) runtime.Object {
+	list := &courier.DownstreamCopyList{Items: make([]courier.DownstreamCopy, 0, len(items))}
+	list.ResourceVersion = resourceVersion
+	for _, it := range items {
+		list.Items = append(list.Items, *it)
+	}
+	return list
+}
+
+// selectableFields returns the values of v1alpha1.DownstreamCopyFieldLabels.
+func selectableFields(o *courier.DownstreamCopy) fields.Set {
+	return fields.Set{
+		"spec.helmOp":      o.Spec.HelmOp,
+		"spec.cluster":     o.Spec.Cluster,
+		"spec.source.kind": o.Spec.Source.Kind,
+		"spec.source.name": o.Spec.Source.Name,
+		"status.phase":     string(o.Status.Phase),
+	}
+}
+
+// New implements rest.Storage.
+func (*REST) New() runtime.Object { return &courier.DownstreamCopy{} }
+
+// NewList implements rest.Lister.
+func (*REST) NewList() runtime.Object { return &courier.DownstreamCopyList{} }
+
+// Destroy implements rest.Storage. The store belongs to the caller.
+func (*REST) Destroy() {}
+
+// NamespaceScoped implements rest.Scoper.
+func (*REST) NamespaceScoped() bool { return true }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (*REST) GetSingularName() string { return "downstreamcopy" }
+
+// ShortNames implements rest.ShortNamesProvider.
+func (*REST) ShortNames() []string { return []string{"dcp"} }
+
+// Categories implements rest.CategoriesProvider.
+func (*REST) Categories() []string { return []string{"courier"} }
+
+// Kind implements rest.KindProvider.
+func (*REST) Kind() string { return "DownstreamCopy" }
