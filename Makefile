@@ -1,0 +1,62 @@
+# Courier's entry points. `make run` and `make test` are the two a newcomer
+# needs (see README.md).
+
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN_DIR := _output/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# component-base reads its version from these; without them Courier reports
+# v0.0.0-master.
+LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
+	-X k8s.io/component-base/version.gitMajor=0 \
+	-X k8s.io/component-base/version.gitMinor=1
+# Unit tests: every package but the suites that need real servers.
+UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/...
+E2E_TIMEOUT ?= 45m
+
+.PHONY: all build tools test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate run down bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-apiserver ./cmd/apiserver
+
+## tools: build kube-apiserver, kube-controller-manager, kubectl and etcd from
+## source (cached in ~/.cache/courier/tools; ~15-20 min the first time).
+tools:
+	hack/build-tools.sh
+
+generate:
+	hack/update-codegen.sh
+
+verify: verify-gofmt verify-vet verify-codegen
+
+verify-gofmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi; echo "gofmt: ok"
+
+verify-vet:
+	$(GO) vet ./...
+
+verify-codegen:
+	hack/verify-codegen.sh
+
+## test: static checks, unit tests, then the suites against real clusters.
+test: verify test-unit test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+test-e2e: build
+	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver \
+		$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/...
+
+## run: upstream + two downstream clusters + Courier with an example HelmOp.
+run: build
+	$(GO) run ./hack/localup up
+
+down:
+	$(GO) run ./hack/localup down
+
+clean:
+	rm -rf _output

@@ -1,0 +1,79 @@
+// Package apiserver assembles Courier's aggregated API server: the generic
+// server from k8s.io/apiserver, with no etcd of its own, serving the computed
+// courier.dev resources.
+package apiserver
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
+	"github.com/courier-dev/courier/pkg/registry/courier/fieldcopy"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// ExtraConfig holds what Courier adds to the generic server configuration:
+// the stores the views are served from. Whoever computes the rows writes
+// them into these stores; the server only reads them.
+type ExtraConfig struct {
+	DownstreamCopies *memstore.Store[*courier.DownstreamCopy]
+	FieldCopies      *memstore.Store[*courier.FieldCopy]
+}
+
+// Config is the configuration of a Courier API server.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+	ExtraConfig   ExtraConfig
+}
+
+type completedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+	ExtraConfig   *ExtraConfig
+}
+
+// CompletedConfig is a Config on which Complete has been called. Its only
+// field is private, so New cannot be reached without Complete.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// CourierServer is the running aggregated API server.
+type CourierServer struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+// Complete fills in the fields of the generic configuration that depend on
+// others and returns a configuration New accepts.
+func (cfg *Config) Complete() CompletedConfig {
+	c := completedConfig{
+		GenericConfig: cfg.GenericConfig.Complete(),
+		ExtraConfig:   &cfg.ExtraConfig,
+	}
+	return CompletedConfig{&c}
+}
+
+// New returns a Courier API server with the courier.dev group installed.
+func (c completedConfig) New() (*CourierServer, error) {
+	if c.ExtraConfig.DownstreamCopies == nil || c.ExtraConfig.FieldCopies == nil {
+		return nil, fmt.Errorf("courier apiserver: both view stores must be set")
+	}
+	generic, err := c.GenericConfig.New("courier-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+
+	info := genericapiserver.NewDefaultAPIGroupInfo(courier.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
+		"downstreamcopies": downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
+		"fieldcopies":      fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
+	}
+	if err := generic.InstallAPIGroup(&info); err != nil {
+		return nil, fmt.Errorf("installing %s: %w", courier.GroupName, err)
+	}
+	return &CourierServer{GenericAPIServer: generic}, nil
+}

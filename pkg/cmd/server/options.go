@@ -1,0 +1,119 @@
+// Package server holds Courier's command line: flags, options, and the
+// wiring from options to a running API server and view controllers.
+package server
+
+import (
+	"fmt"
+	"io"
+	"net"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cliflag "k8s.io/component-base/cli/flag"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	baseversion "k8s.io/component-base/version"
+	netutils "k8s.io/utils/net"
+
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/apiserver"
+	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
+)
+
+// Options are everything Courier's command line sets.
+type Options struct {
+	// RecommendedOptions are the generic API server's, without etcd (the
+	// views are computed, never stored) and without admission (the API is
+	// read-only, and admission only runs for writes).
+	RecommendedOptions       *genericoptions.RecommendedOptions
+	ComponentGlobalsRegistry basecompatibility.ComponentGlobalsRegistry
+	Logs                     *logs.Options
+
+	// AlternateDNS are extra names for the self-signed serving certificate
+	// made when no --tls-cert-file is given.
+	AlternateDNS []string
+
+	StdOut io.Writer
+	StdErr io.Writer
+}
+
+// NewOptions returns Options with Courier's defaults.
+func NewOptions(out, errOut io.Writer) *Options {
+	ro := genericoptions.NewRecommendedOptions("", apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
+	ro.Etcd = nil
+	ro.Admission = nil
+	// The kube-apiserver applies priority and fairness before it proxies a
+	// request to an aggregated server; doing it again here would only need
+	// more RBAC.
+	ro.Features.EnablePriorityAndFairness = false
+	ro.SecureServing.BindPort = 8443
+	return &Options{
+		RecommendedOptions:       ro,
+		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
+		Logs:                     logs.NewOptions(),
+		AlternateDNS:             []string{"courier-api.courier-system.svc"},
+		StdOut:                   out,
+		StdErr:                   errOut,
+	}
+}
+
+// Flags returns the command's flags in named sets, as Kubernetes components
+// print them.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
+	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
+	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
+		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
+	return fss
+}
+
+// Complete fills in what depends on parsed flags.
+func (o *Options) Complete() error {
+	_, _ = o.ComponentGlobalsRegistry.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
+		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""),
+		utilfeature.DefaultMutableFeatureGate)
+	return o.ComponentGlobalsRegistry.Set()
+}
+
+// Validate reports every problem with the options at once.
+func (o *Options) Validate() error {
+	var errs []error
+	errs = append(errs, o.RecommendedOptions.Validate()...)
+	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+		errs = append(errs, err)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// ServerConfig builds the generic API server configuration.
+func (o *Options) ServerConfig() (*genericapiserver.RecommendedConfig, error) {
+	if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts(
+		"localhost", o.AlternateDNS, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+
+	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(courieropenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "Courier"
+	cfg.OpenAPIConfig.Info.Version = "v1alpha1"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(courieropenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "Courier"
+	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
+
+	cfg.FeatureGate = o.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	cfg.EffectiveVersion = o.ComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
+
+	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}

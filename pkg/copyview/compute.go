@@ -1,0 +1,208 @@
+// Package copyview computes the DownstreamCopy rows: one per (HelmOp,
+// targeted Cluster, listed resource), from informer caches of Fleet's
+// objects and of the metadata of Secrets and ConfigMaps. It holds no secret
+// data: sources are seen through metadata-only informers, so neither the
+// rows nor this package's memory ever contain what a Secret holds.
+package copyview
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/google/uuid"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/targeting"
+)
+
+// Labels Courier puts on each row so that label selectors can pick rows by
+// HelmOp, cluster or kind. A value that is not a valid label value (a name
+// longer than 63 characters) is left out; field selectors still work.
+const (
+	LabelHelmOp     = "courier.dev/helmop"
+	LabelCluster    = "courier.dev/cluster"
+	LabelSourceKind = "courier.dev/source-kind"
+)
+
+// Inputs are the caches rows are computed from.
+type Inputs struct {
+	HelmOps       fleetlisters.HelmOpLister
+	Clusters      fleetlisters.ClusterLister
+	ClusterGroups fleetlisters.ClusterGroupLister
+	// Secrets and ConfigMaps list metadata only (PartialObjectMetadata).
+	Secrets    cache.GenericLister
+	ConfigMaps cache.GenericLister
+}
+
+// Problem is something wrong with a HelmOp that has no row of its own to
+// show it on (for example an invalid cluster selector).
+type Problem struct {
+	HelmOp types.NamespacedName
+	Err    error
+}
+
+// SupportedKind returns the canonical kind for a listed kind, matched case
+// insensitively (DESIGN §3.1), and false for any other kind.
+func SupportedKind(kind string) (string, bool) {
+	switch strings.ToLower(kind) {
+	case "secret":
+		return "Secret", true
+	case "configmap":
+		return "ConfigMap", true
+	}
+	return "", false
+}
+
+// Compute returns every row, sorted by namespace and name, with the phase
+// Courier can tell without a copy engine: Invalid for entries that cannot be
+// copied, SourceMissing when the source does not exist, else Pending.
+func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
+	ops, err := in.HelmOps.List(labels.Everything())
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []*courier.DownstreamCopy
+	var problems []Problem
+	clustersByNS := map[string][]*fleet.Cluster{}
+	groupsByNS := map[string][]*fleet.ClusterGroup{}
+	for _, op := range ops {
+		ns := op.Namespace
+		if _, ok := clustersByNS[ns]; !ok {
+			if clustersByNS[ns], err = in.Clusters.Clusters(ns).List(labels.Everything()); err != nil {
+				return nil, nil, err
+			}
+			if groupsByNS[ns], err = in.ClusterGroups.ClusterGroups(ns).List(labels.Everything()); err != nil {
+				return nil, nil, err
+			}
+		}
+		matches, errs := targeting.Resolve(op, clustersByNS[ns], groupsByNS[ns])
+		for _, e := range errs {
+			problems = append(problems, Problem{HelmOp: types.NamespacedName{Namespace: ns, Name: op.Name}, Err: e})
+		}
+		for _, m := range matches {
+			for _, res := range m.Options.Resources {
+				row, err := rowFor(in, op, m, res)
+				if err != nil {
+					return nil, nil, err
+				}
+				rows = append(rows, row)
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].Namespace != rows[j].Namespace {
+			return rows[i].Namespace < rows[j].Namespace
+		}
+		return rows[i].Name < rows[j].Name
+	})
+	return dedupe(rows), problems, nil
+}
+
+// dedupe drops rows whose names collide (possible only when sanitising maps
+// two distinct entries onto one name); the first, in sorted order, wins.
+func dedupe(rows []*courier.DownstreamCopy) []*courier.DownstreamCopy {
+	out := rows[:0]
+	for i, r := range rows {
+		if i > 0 && r.Namespace == rows[i-1].Namespace && r.Name == rows[i-1].Name {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.DownstreamResource) (*courier.DownstreamCopy, error) {
+	name := RowName(op.Name, m.Cluster.Name, res.Kind, res.Name)
+	row := &courier.DownstreamCopy{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: op.Namespace,
+			Name:      name,
+			UID:       rowUID(op.Namespace, name),
+			Labels:    rowLabels(op.Name, m.Cluster.Name, res.Kind),
+		},
+		Spec: courier.DownstreamCopySpec{
+			HelmOp:         op.Name,
+			Cluster:        m.Cluster.Name,
+			Source:         courier.CopySource{Kind: res.Kind, Name: res.Name},
+			Target:         courier.CopyTarget{Namespace: m.Options.Namespace, Name: res.Name},
+			ServiceAccount: m.Options.ServiceAccount,
+			KeepResources:  m.Options.KeepResources,
+		},
+	}
+	kind, ok := SupportedKind(res.Kind)
+	switch {
+	case !ok:
+		row.Status = status(courier.CopyPhaseInvalid, fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", res.Kind))
+		return row, nil
+	case res.Name == "":
+		row.Status = status(courier.CopyPhaseInvalid, fmt.Sprintf("%s entry has no name", kind))
+		return row, nil
+	}
+	row.Spec.Source.Kind = kind
+
+	lister := in.Secrets
+	if kind == "ConfigMap" {
+		lister = in.ConfigMaps
+	}
+	obj, err := lister.ByNamespace(op.Namespace).Get(res.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		row.Status = status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s %s/%s does not exist", kind, op.Namespace, res.Name))
+		return row, nil
+	case err != nil:
+		return nil, err
+	}
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	row.Spec.Source.ResourceVersion = accessor.GetResourceVersion()
+	row.Status = status(courier.CopyPhasePending, fmt.Sprintf("%s %s/%s is not copied to cluster %s yet", kind, op.Namespace, res.Name, m.Cluster.Name))
+	return row, nil
+}
+
+// status returns a status with the given phase and a Ready condition that
+// says the same. LastTransitionTime is filled in by whoever keeps history.
+func status(phase courier.CopyPhase, message string) courier.DownstreamCopyStatus {
+	ready := metav1.ConditionFalse
+	if phase == courier.CopyPhaseSynced || phase == courier.CopyPhaseKept {
+		ready = metav1.ConditionTrue
+	}
+	return courier.DownstreamCopyStatus{
+		Phase:   phase,
+		Message: message,
+		Conditions: []metav1.Condition{{
+			Type:    courier.ConditionReady,
+			Status:  ready,
+			Reason:  string(phase),
+			Message: message,
+		}},
+	}
+}
+
+func rowLabels(helmOp, cluster, kind string) map[string]string {
+	l := map[string]string{}
+	for k, v := range map[string]string{LabelHelmOp: helmOp, LabelCluster: cluster, LabelSourceKind: strings.ToLower(kind)} {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			l[k] = v
+		}
+	}
+	return l
+}
+
+// rowUID is derived from the row's identity so that every replica, and every
+// restart, gives a row the same UID.
+func rowUID(namespace, name string) types.UID {
+	return types.UID(uuid.NewSHA1(uuid.NameSpaceOID, []byte("courier.dev/downstreamcopies/"+namespace+"/"+name)).String())
+}
