@@ -84,7 +84,9 @@ type row struct {
 }
 
 func TestCompute(t *testing.T) {
-	res := func(kind, name string) fleet.DownstreamResource { return fleet.DownstreamResource{Kind: kind, Name: name} }
+	res := func(kind, name string) fleet.DownstreamResource {
+		return fleet.DownstreamResource{Kind: kind, Name: name}
+	}
 	tests := []struct {
 		name string
 		objs []any

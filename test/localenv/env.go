@@ -71,10 +71,11 @@ type Env struct {
 	etcd    *process
 	etcdURL string
 
-	mu       sync.Mutex
-	procs    []*process // every process, in start order
-	couriers []*Courier
-	stopped  bool
+	mu         sync.Mutex
+	procs      []*process // every process, in start order
+	couriers   []*Courier
+	courierSeq int // names courier, courier-2, ... (logs, pki dirs)
+	stopped    bool
 }
 
 // Cluster is one kube-apiserver with its kube-controller-manager.
@@ -125,7 +126,8 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"logs", "pki", "etcd", "users"} {
+	// Not etcd/: etcd creates it with the 0700 mode it insists on.
+	for _, d := range []string{"logs", "pki", "users"} {
 		if err := os.MkdirAll(filepath.Join(o.Dir, d), 0o755); err != nil {
 			return nil, err
 		}

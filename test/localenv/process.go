@@ -130,12 +130,12 @@ func (p *process) stop() {
 // failure wraps err with the tail of the process's log, which is where the
 // reason for a failed start almost always is.
 func (p *process) failure(err error) error {
-	return fmt.Errorf("%s: %w\n--- last %d lines of %s ---\n%s", p.name, err, tailLines, p.logPath, tail(p.logPath, tailLines))
+	return fmt.Errorf("%s: %w\n--- last %d lines of %s ---\n%s", p.name, err, tailLines, p.logPath, Tail(p.logPath, tailLines))
 }
 
-// tail returns the last n lines of the file at path (reading at most the
-// last 256 KiB: kube-apiserver logs grow large).
-func tail(path string, n int) string {
+// Tail returns the last n lines of the file at path (reading at most the
+// last 256 KiB: kube-apiserver logs grow large), for error messages.
+func Tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
