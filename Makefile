@@ -4,9 +4,9 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN_DIR := _output/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-# component-base reads its version from these; without them Courier reports
-# v0.0.0-master.
+# component-base reads its version from these (without them Courier reports
+# v0.0.0-master) and its metrics registry requires a semantic version.
+VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-alpha.0+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
 LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 	-X k8s.io/component-base/version.gitMajor=0 \
 	-X k8s.io/component-base/version.gitMinor=1

@@ -8,10 +8,10 @@ import (
 	"net"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
-	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -24,6 +24,12 @@ import (
 	"github.com/courier-dev/courier/pkg/apiserver"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
 )
+
+func init() {
+	// Logging options (--logging-format, contextual logging) are gated by
+	// features that must be known to the gate before flags are validated.
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
 
 // Options are everything Courier's command line sets.
 type Options struct {
@@ -54,7 +60,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 	ro.SecureServing.BindPort = 8443
 	return &Options{
 		RecommendedOptions:       ro,
-		ComponentGlobalsRegistry: compatibility.DefaultComponentGlobalsRegistry,
+		ComponentGlobalsRegistry: newComponentGlobalsRegistry(),
 		Logs:                     logs.NewOptions(),
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
 		StdOut:                   out,
@@ -74,11 +80,20 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	return fss
 }
 
-// Complete fills in what depends on parsed flags.
-func (o *Options) Complete() error {
-	_, _ = o.ComponentGlobalsRegistry.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
+// newComponentGlobalsRegistry returns a registry whose "kube" component is
+// the Kubernetes libraries Courier is built with. The default registry
+// derives it from the binary's version, which for Courier is Courier's own
+// (v0.x) and not a Kubernetes version the generic server can emulate.
+func newComponentGlobalsRegistry() basecompatibility.ComponentGlobalsRegistry {
+	r := basecompatibility.NewComponentGlobalsRegistry()
+	_, _ = r.ComponentGlobalsOrRegister(basecompatibility.DefaultKubeComponent,
 		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""),
 		utilfeature.DefaultMutableFeatureGate)
+	return r
+}
+
+// Complete fills in what depends on parsed flags.
+func (o *Options) Complete() error {
 	return o.ComponentGlobalsRegistry.Set()
 }
 
@@ -87,9 +102,7 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
-	if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }
 

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOptionsFromFlags parses command lines the way main does and runs
+// Complete and Validate, which is where a missing registration (a feature
+// gate, a flag) shows up before any server starts.
+func TestOptionsFromFlags(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "defaults with a kubeconfig", args: []string{"--kubeconfig=" + kubeconfig}},
+		{name: "json logging is not compiled in", args: []string{"--logging-format=json"}, wantErr: "Unsupported log format"},
+		{name: "verbosity", args: []string{"--kubeconfig=" + kubeconfig, "-v=4"}},
+		{name: "port out of range", args: []string{"--secure-port=70000"}, wantErr: "secure-port"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions(io.Discard, io.Discard)
+			cmd := NewCommand(context.Background(), o)
+			cmd.SetOut(io.Discard)
+			if err := cmd.Flags().Parse(tc.args); err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			err := o.Complete()
+			if err == nil {
+				err = o.Validate()
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+}
