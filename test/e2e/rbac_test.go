@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+)
+
+// TestAuthorization checks that Courier delegates authorization to the
+// upstream kube-apiserver: no RBAC means 403, a Role in one namespace shows
+// that namespace only, and anonymous requests are refused.
+func TestAuthorization(t *testing.T) {
+	w := newWorkspace(t, "ws-rbac", nil)
+	w.apply(selectAll("default"))
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{DownstreamResources: resources("Secret/s")}))
+	w.waitRows(metav1.ListOptions{}, "c1/Secret/s@default=SourceMissing")
+	ctx := context.Background()
+
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "dcp-reader", Namespace: w.ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"courier.dev"}, Resources: []string{"downstreamcopies"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if _, err := w.c.kube.RbacV1().Roles(w.ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-dcp-reader", Namespace: w.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "dcp-reader"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "alice"}},
+	}
+	if _, err := w.c.kube.RbacV1().RoleBindings(w.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	userClient := func(user string) versioned.Interface {
+		_, cfg, err := env.UserKubeconfig(env.Upstream, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := versioned.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	t.Run("no RBAC: forbidden", func(t *testing.T) {
+		_, err := userClient("nobody").CourierV1alpha1().DownstreamCopies("").List(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("expected 403 Forbidden, got %v", err)
+		}
+	})
+	t.Run("a Role in one namespace shows that namespace only", func(t *testing.T) {
+		alice := userClient("alice")
+		eventually(t, "alice lists her namespace", func() (bool, string) {
+			list, err := alice.CourierV1alpha1().DownstreamCopies(w.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(list.Items) == 1, fmt.Sprintf("%d rows", len(list.Items))
+		})
+		if _, err := alice.CourierV1alpha1().DownstreamCopies("fleet-default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("other namespace: expected 403, got %v", err)
+		}
+		if _, err := alice.CourierV1alpha1().DownstreamCopies("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("all namespaces: expected 403, got %v", err)
+		}
+	})
+	t.Run("anonymous requests are refused", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(courier.CABundle)
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		for _, url := range []string{
+			fmt.Sprintf("https://127.0.0.1:%d/apis/courier.dev/v1alpha1/downstreamcopies", courier.Port),
+			fmt.Sprintf("https://127.0.0.1:%d/apis/courier.dev/v1alpha1/namespaces/%s/downstreamcopies", courier.Port, w.ns),
+		} {
+			resp, err := client.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+				t.Errorf("GET %s without credentials: %d, want 401 or 403", url, resp.StatusCode)
+			}
+		}
+		// Plain HTTP is not served.
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", courier.Port)); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("plain HTTP answered %d", resp.StatusCode)
+			}
+		}
+	})
+}
