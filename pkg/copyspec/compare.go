@@ -1,0 +1,116 @@
+package copyspec
+
+import (
+	"bytes"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SecretUpToDate reports whether cur already equals want in everything
+// Courier writes: type, data, immutable, labels and annotations. Labels and
+// annotations must match exactly: the copy is Courier's, so a key added
+// downstream by someone else is drift and is removed on the next write (a
+// controller that keeps re-adding one will keep being overwritten).
+// A nil map equals an empty one (the API server omits empty maps), and an
+// empty type equals Opaque (the API server defaults it). Name and namespace
+// are not compared: the caller looked cur up by them.
+func SecretUpToDate(cur, want *corev1.Secret) bool {
+	return secretContentEqual(cur, want) && metaEqual(cur, want)
+}
+
+// ConfigMapUpToDate is SecretUpToDate for ConfigMaps: data, binaryData,
+// immutable, labels and annotations.
+func ConfigMapUpToDate(cur, want *corev1.ConfigMap) bool {
+	return configMapContentEqual(cur, want) && metaEqual(cur, want)
+}
+
+// SecretNeedsRecreate reports whether the API server would refuse to Update
+// cur into want, so the copy must be deleted and created instead: a Secret's
+// type can never change, and an immutable Secret's data and immutable flag
+// cannot change. It says nothing about whether an update is needed at all;
+// ask SecretUpToDate first.
+func SecretNeedsRecreate(cur, want *corev1.Secret) bool {
+	if secretType(cur.Type) != secretType(want.Type) {
+		return true
+	}
+	return isTrue(cur.Immutable) && !secretContentEqual(cur, want)
+}
+
+// ConfigMapNeedsRecreate reports whether cur is immutable and its data,
+// binaryData or immutable flag differ from want, which the API server
+// refuses to Update.
+func ConfigMapNeedsRecreate(cur, want *corev1.ConfigMap) bool {
+	return isTrue(cur.Immutable) && !configMapContentEqual(cur, want)
+}
+
+// object is what Updated needs of *corev1.Secret and *corev1.ConfigMap.
+type object[T any] interface {
+	metav1.Object
+	DeepCopy() T
+}
+
+// Updated returns a copy of want carrying cur's resourceVersion and UID,
+// ready for an Update call: the resourceVersion makes the update fail with
+// a conflict rather than overwrite a change made since cur was read, and
+// the UID makes it fail rather than write into an object recreated under
+// the same name. want is not modified.
+func Updated[T object[T]](cur, want T) T {
+	out := want.DeepCopy()
+	out.SetResourceVersion(cur.GetResourceVersion())
+	out.SetUID(cur.GetUID())
+	return out
+}
+
+func secretContentEqual(cur, want *corev1.Secret) bool {
+	return secretType(cur.Type) == secretType(want.Type) &&
+		isTrue(cur.Immutable) == isTrue(want.Immutable) &&
+		bytesMapEqual(cur.Data, want.Data)
+}
+
+func configMapContentEqual(cur, want *corev1.ConfigMap) bool {
+	return isTrue(cur.Immutable) == isTrue(want.Immutable) &&
+		maps.Equal(cur.Data, want.Data) &&
+		bytesMapEqual(cur.BinaryData, want.BinaryData)
+}
+
+// metaEqual compares labels and annotations; maps.Equal treats nil and
+// empty maps as equal.
+func metaEqual(cur, want metav1.Object) bool {
+	return maps.Equal(cur.GetLabels(), want.GetLabels()) &&
+		maps.Equal(cur.GetAnnotations(), want.GetAnnotations())
+}
+
+func bytesMapEqual(a, b map[string][]byte) bool {
+	return maps.EqualFunc(a, b, bytes.Equal)
+}
+
+func secretType(t corev1.SecretType) corev1.SecretType {
+	if t == "" {
+		return corev1.SecretTypeOpaque
+	}
+	return t
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+func copyBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	v := *b
+	return &v
+}
+
+// cloneBytesMap deep-copies m, keeping nil as nil (bytes.Clone does too).
+func cloneBytesMap(m map[string][]byte) map[string][]byte {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string][]byte, len(m))
+	for k, v := range m {
+		out[k] = bytes.Clone(v)
+	}
+	return out
+}

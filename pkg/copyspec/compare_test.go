@@ -1,0 +1,239 @@
+package copyspec
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func wantSecret() *corev1.Secret {
+	return Secret(&corev1.Secret{
+		ObjectMeta: sourceMeta("s"),
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)},
+	}, "apps", owner)
+}
+
+func wantConfigMap() *corev1.ConfigMap {
+	return ConfigMap(&corev1.ConfigMap{
+		ObjectMeta: sourceMeta("c"),
+		Data:       map[string]string{"a": "1"},
+		BinaryData: map[string][]byte{"b": {1}},
+	}, "apps", owner)
+}
+
+// asStored is want as read back from the API server: server-set fields
+// filled in, which UpToDate must ignore.
+func asStored(m *metav1.ObjectMeta) {
+	m.ResourceVersion = "100"
+	m.UID = "copy-uid"
+	m.CreationTimestamp = metav1.Unix(2000, 0)
+	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "courier"}}
+}
+
+func TestSecretUpToDate(t *testing.T) {
+	tests := []struct {
+		name string
+		want func(*corev1.Secret)
+		cur  func(*corev1.Secret)
+		ok   bool
+	}{
+		{"equal", nil, nil, true},
+		{"nil vs empty data", func(s *corev1.Secret) { s.Data = map[string][]byte{} }, func(s *corev1.Secret) { s.Data = nil }, true},
+		{"empty vs nil data", func(s *corev1.Secret) { s.Data = nil }, func(s *corev1.Secret) { s.Data = map[string][]byte{} }, true},
+		{"empty type vs defaulted Opaque", func(s *corev1.Secret) { s.Type = "" }, func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }, true},
+		{"immutable nil vs false", nil, func(s *corev1.Secret) { s.Immutable = ptrBool(false) }, true},
+		{"type differs", nil, func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }, false},
+		{"data value differs", nil, func(s *corev1.Secret) { s.Data[corev1.DockerConfigJsonKey] = []byte("{}") }, false},
+		{"data key extra", nil, func(s *corev1.Secret) { s.Data["x"] = nil }, false},
+		{"data key missing", nil, func(s *corev1.Secret) { s.Data = map[string][]byte{} }, false},
+		{"immutable differs", nil, func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, false},
+		{"label value differs", nil, func(s *corev1.Secret) { s.Labels["app"] = "other" }, false},
+		{"label extra", nil, func(s *corev1.Secret) { s.Labels["added"] = "downstream" }, false},
+		{"label missing", nil, func(s *corev1.Secret) { delete(s.Labels, LabelOwner) }, false},
+		{"annotation extra", nil, func(s *corev1.Secret) { s.Annotations["added"] = "downstream" }, false},
+		{"annotation missing", nil, func(s *corev1.Secret) { delete(s.Annotations, "note") }, false},
+		{"source resource version differs", nil, func(s *corev1.Secret) { s.Annotations[AnnotationSourceResourceVersion] = "41" }, false},
+		{"keep differs", nil, func(s *corev1.Secret) { s.Annotations[AnnotationKeep] = "true" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := wantSecret()
+			if tt.want != nil {
+				tt.want(want)
+			}
+			cur := want.DeepCopy()
+			asStored(&cur.ObjectMeta)
+			if tt.cur != nil {
+				tt.cur(cur)
+			}
+			if got := SecretUpToDate(cur, want); got != tt.ok {
+				t.Errorf("SecretUpToDate() = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestConfigMapUpToDate(t *testing.T) {
+	tests := []struct {
+		name string
+		want func(*corev1.ConfigMap)
+		cur  func(*corev1.ConfigMap)
+		ok   bool
+	}{
+		{"equal", nil, nil, true},
+		{"nil vs empty data and binaryData", func(c *corev1.ConfigMap) {
+			c.Data, c.BinaryData = map[string]string{}, map[string][]byte{}
+		}, func(c *corev1.ConfigMap) { c.Data, c.BinaryData = nil, nil }, true},
+		{"empty vs nil data and binaryData", func(c *corev1.ConfigMap) { c.Data, c.BinaryData = nil, nil }, func(c *corev1.ConfigMap) {
+			c.Data, c.BinaryData = map[string]string{}, map[string][]byte{}
+		}, true},
+		{"data value differs", nil, func(c *corev1.ConfigMap) { c.Data["a"] = "2" }, false},
+		{"data key extra", nil, func(c *corev1.ConfigMap) { c.Data["z"] = "" }, false},
+		{"binaryData value differs", nil, func(c *corev1.ConfigMap) { c.BinaryData["b"] = []byte{2} }, false},
+		{"binaryData missing", nil, func(c *corev1.ConfigMap) { c.BinaryData = nil }, false},
+		{"immutable differs", nil, func(c *corev1.ConfigMap) { c.Immutable = ptrBool(true) }, false},
+		{"label extra", nil, func(c *corev1.ConfigMap) { c.Labels["added"] = "x" }, false},
+		{"label value differs", nil, func(c *corev1.ConfigMap) { c.Labels[LabelOwner] = "forged" }, false},
+		{"annotation extra", nil, func(c *corev1.ConfigMap) { c.Annotations[lastApplied] = "{}" }, false},
+		{"annotation value differs", nil, func(c *corev1.ConfigMap) { c.Annotations[AnnotationHelmOp] = "x/y" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := wantConfigMap()
+			if tt.want != nil {
+				tt.want(want)
+			}
+			cur := want.DeepCopy()
+			asStored(&cur.ObjectMeta)
+			if tt.cur != nil {
+				tt.cur(cur)
+			}
+			if got := ConfigMapUpToDate(cur, want); got != tt.ok {
+				t.Errorf("ConfigMapUpToDate() = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestSecretNeedsRecreate(t *testing.T) {
+	tests := []struct {
+		name string
+		cur  func(*corev1.Secret) // applied to a copy of wantSecret()
+		want func(*corev1.Secret)
+		ok   bool
+	}{
+		{"mutable, data differs: plain update", func(s *corev1.Secret) { s.Data = nil }, nil, false},
+		{"mutable becoming immutable: plain update", nil, func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, false},
+		{"immutable, only labels differ: plain update", func(s *corev1.Secret) {
+			s.Immutable = ptrBool(true)
+			s.Labels["x"] = "y"
+		}, func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, false},
+		{"immutable, same content", func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, false},
+		{"immutable, data differs", func(s *corev1.Secret) {
+			s.Immutable = ptrBool(true)
+			s.Data["k"] = []byte("old")
+		}, func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, true},
+		{"immutable, want mutable", func(s *corev1.Secret) { s.Immutable = ptrBool(true) }, nil, true},
+		{"type differs, mutable: type is always immutable", func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }, nil, true},
+		{"empty type vs Opaque is no change", func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque }, func(s *corev1.Secret) { s.Type = "" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := wantSecret()
+			if tt.want != nil {
+				tt.want(want)
+			}
+			cur := wantSecret()
+			asStored(&cur.ObjectMeta)
+			if tt.cur != nil {
+				tt.cur(cur)
+			}
+			if got := SecretNeedsRecreate(cur, want); got != tt.ok {
+				t.Errorf("SecretNeedsRecreate() = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestConfigMapNeedsRecreate(t *testing.T) {
+	immutable := func(c *corev1.ConfigMap) { c.Immutable = ptrBool(true) }
+	tests := []struct {
+		name string
+		cur  func(*corev1.ConfigMap)
+		want func(*corev1.ConfigMap)
+		ok   bool
+	}{
+		{"mutable, data differs", func(c *corev1.ConfigMap) { c.Data["a"] = "old" }, nil, false},
+		{"mutable becoming immutable", nil, immutable, false},
+		{"immutable, only annotations differ", func(c *corev1.ConfigMap) {
+			immutable(c)
+			c.Annotations["x"] = "y"
+		}, immutable, false},
+		{"immutable, data differs", func(c *corev1.ConfigMap) {
+			immutable(c)
+			c.Data["a"] = "old"
+		}, immutable, true},
+		{"immutable, binaryData differs", func(c *corev1.ConfigMap) {
+			immutable(c)
+			c.BinaryData = nil
+		}, immutable, true},
+		{"immutable, want mutable", immutable, func(c *corev1.ConfigMap) { c.Immutable = ptrBool(false) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := wantConfigMap()
+			if tt.want != nil {
+				tt.want(want)
+			}
+			cur := wantConfigMap()
+			asStored(&cur.ObjectMeta)
+			if tt.cur != nil {
+				tt.cur(cur)
+			}
+			if got := ConfigMapNeedsRecreate(cur, want); got != tt.ok {
+				t.Errorf("ConfigMapNeedsRecreate() = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestUpdated(t *testing.T) {
+	t.Run("secret", func(t *testing.T) {
+		want := wantSecret()
+		before := want.DeepCopy()
+		cur := want.DeepCopy()
+		asStored(&cur.ObjectMeta)
+		cur.Data = nil
+
+		got := Updated(cur, want)
+
+		expected := before.DeepCopy()
+		expected.ResourceVersion, expected.UID = "100", "copy-uid"
+		if !reflect.DeepEqual(got, expected) {
+			t.Errorf("Updated():\n got %#v\nwant %#v", got, expected)
+		}
+		if !reflect.DeepEqual(want, before) {
+			t.Errorf("Updated modified want: %#v", want)
+		}
+		got.Labels["x"] = "y"
+		if _, leaked := want.Labels["x"]; leaked {
+			t.Error("Updated result shares labels with want")
+		}
+	})
+	t.Run("configmap", func(t *testing.T) {
+		want := wantConfigMap()
+		cur := want.DeepCopy()
+		asStored(&cur.ObjectMeta)
+
+		got := Updated(cur, want)
+
+		expected := wantConfigMap()
+		expected.ResourceVersion, expected.UID = "100", "copy-uid"
+		if !reflect.DeepEqual(got, expected) {
+			t.Errorf("Updated():\n got %#v\nwant %#v", got, expected)
+		}
+	})
+}

@@ -1,0 +1,209 @@
+// Package copyspec decides what a downstream copy of an upstream Secret or
+// ConfigMap looks like, and whether an object found downstream is Courier's
+// to overwrite or delete (DESIGN.md §1, §3 rules 5, 7, 8 and 10).
+//
+// Everything here is a pure function of its arguments: no clients, no
+// caches. The copy engine builds the wanted object with Secret or ConfigMap,
+// checks the existing object with OwnershipOf, and then uses UpToDate,
+// NeedsRecreate and Updated to pick between doing nothing, Update, and
+// delete-then-create.
+package copyspec
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Labels and annotations Courier puts on every copy. They are public names
+// (DESIGN.md §1): changing them orphans every copy already written.
+const (
+	// LabelManagedBy marks every copy; ManagedSelector selects on it.
+	LabelManagedBy = "courier.dev/managed-by"
+	ManagedByValue = "courier"
+	// LabelOwner holds OwnerHash of the upstream and HelmOp that wrote the copy.
+	LabelOwner = "courier.dev/owner"
+	// AnnotationHelmOp is "<namespace>/<name>" of the HelmOp.
+	AnnotationHelmOp = "courier.dev/helmop"
+	// AnnotationUpstream is the id of the upstream cluster.
+	AnnotationUpstream = "courier.dev/upstream"
+	// AnnotationSourceResourceVersion is the source's resourceVersion the
+	// copy was made from (the view's syncedResourceVersion).
+	AnnotationSourceResourceVersion = "courier.dev/source-resource-version"
+	// AnnotationKeep is "true" on a copy written under keepResources: removal
+	// sweeps leave it alone, even after the HelmOp is gone. Absent otherwise.
+	AnnotationKeep = "courier.dev/keep-resources"
+	// AnnotationCluster names the Fleet Cluster (in the HelmOp's namespace)
+	// the copy was written for. Several Cluster objects may reach one
+	// kube-apiserver; the sweep for one of them must leave the copies made
+	// for the others alone.
+	AnnotationCluster = "courier.dev/cluster"
+
+	// courierPrefix is reserved: keys with it are never taken from a source.
+	courierPrefix = "courier.dev/"
+	// lastApplied is kubectl's record of the source's own apply; downstream
+	// it would make kubectl apply compute diffs against the wrong object.
+	lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+// Owner identifies who a copy belongs to.
+type Owner struct {
+	UpstreamID string
+	HelmOp     types.NamespacedName
+	// Cluster is the name of the Fleet Cluster the copy is written for.
+	Cluster string
+	// Keep is the effective keepResources of the target that wrote the copy.
+	Keep bool
+}
+
+// OwnerHash is the value of LabelOwner for a copy made for helmOp on the
+// upstream cluster upstreamID: the first 40 hex characters of sha256 over
+// "upstream\x00namespace\x00name". A hash, because "<ns>/<name>" plus an
+// upstream id is neither a valid label value nor bounded to 63 characters;
+// the NUL separators keep ("a","bc") and ("ab","c") apart.
+func OwnerHash(upstreamID string, helmOp types.NamespacedName) string {
+	sum := sha256.Sum256([]byte(upstreamID + "\x00" + helmOp.Namespace + "\x00" + helmOp.Name))
+	return hex.EncodeToString(sum[:])[:40]
+}
+
+// ManagedSelector selects every copy Courier manages, whoever owns it: for
+// informers on downstream Secrets/ConfigMaps and for removal sweeps.
+func ManagedSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
+}
+
+// Secret returns the downstream copy of src in namespace ns, for o.
+//
+// The copy has src's name, type, data and immutable, and src's labels and
+// annotations except kubectl's last-applied-configuration and every
+// "courier.dev/" key; then Courier's own labels and annotations. Courier's
+// keys are dropped from the source because ownership is read from them: a
+// source carrying courier.dev/owner (or helmop/upstream/keep) could otherwise
+// make its copy claim another HelmOp's ownership, letting that HelmOp's
+// sweep delete it or shielding it from its own. The result shares no maps
+// or slices with src.
+func Secret(src *corev1.Secret, ns string, o Owner) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: copyMeta(src, ns, o),
+		Type:       src.Type,
+		Data:       cloneBytesMap(src.Data),
+		Immutable:  copyBool(src.Immutable),
+	}
+}
+
+// ConfigMap returns the downstream copy of src in namespace ns, for o: name,
+// data, binaryData and immutable, with labels and annotations as for Secret.
+func ConfigMap(src *corev1.ConfigMap, ns string, o Owner) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: copyMeta(src, ns, o),
+		Data:       maps.Clone(src.Data),
+		BinaryData: cloneBytesMap(src.BinaryData),
+		Immutable:  copyBool(src.Immutable),
+	}
+}
+
+func copyMeta(src metav1.Object, ns string, o Owner) metav1.ObjectMeta {
+	l := filtered(src.GetLabels())
+	l[LabelManagedBy] = ManagedByValue
+	l[LabelOwner] = OwnerHash(o.UpstreamID, o.HelmOp)
+	a := filtered(src.GetAnnotations())
+	a[AnnotationHelmOp] = o.HelmOp.String()
+	a[AnnotationUpstream] = o.UpstreamID
+	a[AnnotationSourceResourceVersion] = src.GetResourceVersion()
+	if o.Cluster != "" {
+		a[AnnotationCluster] = o.Cluster
+	}
+	if o.Keep {
+		a[AnnotationKeep] = "true"
+	}
+	return metav1.ObjectMeta{Name: src.GetName(), Namespace: ns, Labels: l, Annotations: a}
+}
+
+func filtered(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in)+4)
+	for k, v := range in {
+		if k != lastApplied && !strings.HasPrefix(k, courierPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Ownership is how an existing downstream object relates to an Owner.
+type Ownership int
+
+const (
+	// NotManaged: no courier.dev/managed-by=courier label. Someone else's
+	// object: never overwritten or deleted (phase Conflict).
+	NotManaged Ownership = iota
+	// OwnedBy: managed by Courier, and the owner label is this Owner's hash.
+	OwnedBy
+	// OtherOwner: managed by Courier, but the owner label is missing or is
+	// not this Owner's hash (another HelmOp or upstream, or a forged label).
+	// Not ours to touch either.
+	OtherOwner
+)
+
+func (o Ownership) String() string {
+	switch o {
+	case NotManaged:
+		return "NotManaged"
+	case OwnedBy:
+		return "OwnedBy"
+	case OtherOwner:
+		return "OtherOwner"
+	}
+	return "Ownership(?)"
+}
+
+// OwnershipOf reports how obj relates to o. Only labels count (DESIGN §3
+// rule 8): the annotations are informational and may disagree with them.
+func OwnershipOf(obj metav1.Object, o Owner) Ownership {
+	l := obj.GetLabels()
+	if l[LabelManagedBy] != ManagedByValue {
+		return NotManaged
+	}
+	if l[LabelOwner] != OwnerHash(o.UpstreamID, o.HelmOp) {
+		return OtherOwner
+	}
+	return OwnedBy
+}
+
+// ClaimedOwner reads the upstream and HelmOp that a managed object claims in
+// its annotations, and whether it was written with keepResources. ok is true
+// only if obj has managed-by=courier, both annotations are present and
+// well-formed ("<ns>/<name>", both parts non-empty), and the owner label is
+// their hash. The sweep deletes an object whose HelmOp is gone only when ok:
+// an object whose label and annotations disagree has been edited by someone
+// and is never deleted.
+//
+// keep comes from AnnotationKeep, which the hash does not cover: anyone who
+// can edit the copy can set or clear it, but only on a copy that is
+// Courier's anyway.
+func ClaimedOwner(obj metav1.Object) (Claim, bool) {
+	l, a := obj.GetLabels(), obj.GetAnnotations()
+	upstream, hasUpstream := a[AnnotationUpstream]
+	ns, name, found := strings.Cut(a[AnnotationHelmOp], "/")
+	nn := types.NamespacedName{Namespace: ns, Name: name}
+	// A missing owner label reads as "", which no hash equals.
+	if l[LabelManagedBy] != ManagedByValue || !hasUpstream || !found || ns == "" || name == "" ||
+		strings.Contains(name, "/") || l[LabelOwner] != OwnerHash(upstream, nn) {
+		return Claim{}, false
+	}
+	return Claim{UpstreamID: upstream, HelmOp: nn, Cluster: a[AnnotationCluster], Keep: a[AnnotationKeep] == "true"}, true
+}
+
+// Claim is what a managed copy says about its owner.
+type Claim struct {
+	UpstreamID string
+	HelmOp     types.NamespacedName
+	// Cluster is empty on copies that do not name one.
+	Cluster string
+	Keep    bool
+}
