@@ -94,8 +94,6 @@ type Cluster struct {
 	AuditLog string
 
 	env       *Env
-	port      int
-	pkiDir    string
 	ca        *keyPair // signs the serving certificate and all client certificates
 	apiserver *process
 	kcm       *process
@@ -298,8 +296,6 @@ func (e *Env) newCluster(name string, port int) (*Cluster, error) {
 		Kubeconfig: filepath.Join(e.opts.Dir, name+".kubeconfig"),
 		AuditLog:   filepath.Join(e.opts.Dir, "logs", "audit-"+name+".log"),
 		env:        e,
-		port:       port,
-		pkiDir:     dir,
 	}
 	var err error
 	if c.ca, err = newCA(name + "-ca"); err != nil {
