@@ -24,6 +24,7 @@ const recomputeKey = "rows"
 type Controller struct {
 	inputs Inputs
 	store  *memstore.Store[*courier.DownstreamCopy]
+	engine Engine // nil when no copy engine runs
 	synced []cache.InformerSynced
 	queue  workqueue.TypedRateLimitingInterface[string]
 	now    func() time.Time
@@ -40,11 +41,13 @@ type phaseSince struct {
 }
 
 // NewController returns a controller that recomputes the rows into store
-// whenever one of the given informers reports a change.
-func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], informers ...cache.SharedIndexInformer) (*Controller, error) {
+// whenever one of the given informers reports a change. engine may be nil:
+// the rows then show what the view alone can tell.
+func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, informers ...cache.SharedIndexInformer) (*Controller, error) {
 	c := &Controller{
 		inputs: inputs,
 		store:  store,
+		engine: engine,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "downstreamcopies"}),
@@ -66,6 +69,10 @@ func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 	}
 	return c, nil
 }
+
+// Enqueue asks for a recompute, for example because the engine recorded a
+// new status.
+func (c *Controller) Enqueue() { c.queue.Add(recomputeKey) }
 
 // Ready reports whether the informers have synced and the first full set of
 // rows is in the store: until then a list would show too few rows.
@@ -112,6 +119,14 @@ func (c *Controller) recompute(ctx context.Context) error {
 	rows, problems, err := Compute(c.inputs)
 	if err != nil {
 		return err
+	}
+	if c.engine != nil {
+		c.engine.SetDesired(rows)
+		for _, r := range rows {
+			if st, ok := c.engine.Status(r.Namespace + "/" + r.Name); ok {
+				overlay(r, st)
+			}
+		}
 	}
 	c.mu.Lock()
 	c.logNewProblems(ctx, problems)

@@ -44,6 +44,13 @@ type Options struct {
 	// made when no --tls-cert-file is given.
 	AlternateDNS []string
 
+	// UpstreamID identifies the upstream cluster on every copy (owner label,
+	// courier.dev/upstream). Empty means the UID of the upstream's
+	// kube-system namespace, which is stable for the cluster's lifetime.
+	UpstreamID string
+	// CopyWorkers is how many downstream clusters are reconciled at once.
+	CopyWorkers int
+
 	StdOut io.Writer
 	StdErr io.Writer
 }
@@ -63,6 +70,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		ComponentGlobalsRegistry: newComponentGlobalsRegistry(),
 		Logs:                     logs.NewOptions(),
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
+		CopyWorkers:              4,
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -77,6 +85,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
+	courier := fss.FlagSet("courier")
+	courier.StringVar(&o.UpstreamID, "upstream-id", o.UpstreamID,
+		"Identifies the upstream cluster in the owner label and courier.dev/upstream annotation of every copy. Default: the UID of the upstream's kube-system namespace.")
+	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
+		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	return fss
 }
 
@@ -102,6 +115,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	if o.CopyWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
+	}
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }

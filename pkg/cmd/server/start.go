@@ -4,33 +4,18 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
 	"k8s.io/component-base/version/verflag"
-	"k8s.io/klog/v2"
 
-	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apiserver"
-	"github.com/courier-dev/courier/pkg/copyview"
-	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
-	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
-
-// informerResync is long: the views react to watch events, and a resync only
-// re-delivers what the caches already hold.
-const informerResync = 10 * time.Hour
 
 // NewCommand returns the courier-apiserver command.
 func NewCommand(ctx context.Context, o *Options) *cobra.Command {
@@ -78,7 +63,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if genericConfig.ClientConfig == nil {
 		return fmt.Errorf("no upstream cluster: set --kubeconfig or run in a cluster")
 	}
-	views, err := newViews(genericConfig.ClientConfig)
+	upstreamID, err := o.upstreamID(ctx, genericConfig.ClientConfig)
+	if err != nil {
+		return err
+	}
+	views, err := newViews(genericConfig.ClientConfig, upstreamID, o.CopyWorkers)
 	if err != nil {
 		return err
 	}
@@ -107,56 +96,4 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
-}
-
-// views are the informers and controllers that fill the view stores.
-type views struct {
-	fleetInformers    fleetinformers.SharedInformerFactory
-	metadataInformers metadatainformer.SharedInformerFactory
-	controller        *copyview.Controller
-	downstreamCopies  *memstore.Store[*courier.DownstreamCopy]
-	fieldCopies       *memstore.Store[*courier.FieldCopy]
-}
-
-func newViews(config *rest.Config) (*views, error) {
-	fleetClient, err := fleetclient.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	metaClient, err := metadata.NewForConfig(config)
-	if err != nil {
-		return nil, err
-	}
-	v := &views{
-		fleetInformers:    fleetinformers.NewSharedInformerFactory(fleetClient, informerResync),
-		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
-		downstreamCopies:  memstore.New[*courier.DownstreamCopy](),
-		fieldCopies:       memstore.New[*courier.FieldCopy](),
-	}
-	fleet := v.fleetInformers.Fleet().V1alpha1()
-	// Sources are watched as metadata only: Courier never holds the data of
-	// Secrets it does not copy, and the view needs only existence and
-	// resourceVersion.
-	secrets := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets"))
-	configMaps := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps"))
-	inputs := copyview.Inputs{
-		HelmOps:       fleet.HelmOps().Lister(),
-		Clusters:      fleet.Clusters().Lister(),
-		ClusterGroups: fleet.ClusterGroups().Lister(),
-		Secrets:       secrets.Lister(),
-		ConfigMaps:    configMaps.Lister(),
-	}
-	v.controller, err = copyview.NewController(inputs, v.downstreamCopies,
-		fleet.HelmOps().Informer(), fleet.Clusters().Informer(), fleet.ClusterGroups().Informer(),
-		secrets.Informer(), configMaps.Informer())
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func (v *views) start(ctx context.Context) {
-	v.fleetInformers.Start(ctx.Done())
-	v.metadataInformers.Start(ctx.Done())
-	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
 }

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copyspec"
+	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/downstream"
+	"github.com/courier-dev/courier/pkg/engine"
+	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// informerResync is long: everything reacts to watch events, and a resync
+// only re-delivers what the caches already hold.
+const informerResync = 10 * time.Hour
+
+// upstreamID returns --upstream-id, or the UID of the upstream cluster's
+// kube-system namespace.
+func (o *Options) upstreamID(ctx context.Context, config *rest.Config) (string, error) {
+	if o.UpstreamID != "" {
+		return o.UpstreamID, nil
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return "", err
+	}
+	ns, err := kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("identifying the upstream cluster (set --upstream-id to skip): %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// views are the informers, the copy engine and the controllers that fill
+// the view stores.
+type views struct {
+	fleetInformers    fleetinformers.SharedInformerFactory
+	metadataInformers metadatainformer.SharedInformerFactory
+	controller        *copyview.Controller
+	engine            *engine.Engine
+	downstream        *downstream.Cache
+	events            record.EventBroadcaster
+	downstreamCopies  *memstore.Store[*courier.DownstreamCopy]
+	fieldCopies       *memstore.Store[*courier.FieldCopy]
+}
+
+func newViews(config *rest.Config, upstreamID string, workers int) (*views, error) {
+	fleetClient, err := fleetclient.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	metaClient, err := metadata.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	v := &views{
+		fleetInformers:    fleetinformers.NewSharedInformerFactory(fleetClient, informerResync),
+		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
+		events:            record.NewBroadcaster(),
+		downstreamCopies:  memstore.New[*courier.DownstreamCopy](),
+		fieldCopies:       memstore.New[*courier.FieldCopy](),
+	}
+	fleet := v.fleetInformers.Fleet().V1alpha1()
+	// Sources are watched as metadata only: Courier never holds the data of
+	// Secrets it does not copy. It reads in full only the sources it copies
+	// and the kubeconfig Secrets of Clusters.
+	secrets := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets"))
+	configMaps := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+
+	var eng *engine.Engine
+	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
+		WatchSelector: copyspec.ManagedSelector(),
+		OnChange:      func(key string) { eng.ClusterChanged(key) },
+		UserAgent:     "courier",
+	})
+	eng = engine.New(engine.Config{
+		UpstreamID: upstreamID,
+		Upstream:   kube,
+		Clusters:   fleet.Clusters().Lister(),
+		HelmOps:    fleet.HelmOps().Lister(),
+		Downstream: v.downstream,
+		Recorder:   v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
+		OnStatusChange: func() {
+			if v.controller != nil {
+				v.controller.Enqueue()
+			}
+		},
+		Workers: workers,
+	})
+	v.engine = eng
+	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+
+	inputs := copyview.Inputs{
+		HelmOps:       fleet.HelmOps().Lister(),
+		Clusters:      fleet.Clusters().Lister(),
+		ClusterGroups: fleet.ClusterGroups().Lister(),
+		Secrets:       secrets.Lister(),
+		ConfigMaps:    configMaps.Lister(),
+	}
+	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng,
+		fleet.HelmOps().Informer(), fleet.Clusters().Informer(), fleet.ClusterGroups().Informer(),
+		secrets.Informer(), configMaps.Informer())
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (v *views) start(ctx context.Context) {
+	v.fleetInformers.Start(ctx.Done())
+	v.metadataInformers.Start(ctx.Done())
+	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
+	go func() {
+		v.engine.Run(klog.NewContext(ctx, klog.Background().WithName("engine")))
+		v.downstream.Stop()
+		v.events.Shutdown()
+	}()
+}
+
+// secretSource reads kubeconfig Secrets for the downstream cache: their
+// resourceVersion from the metadata informer, their content by GET.
+type secretSource struct {
+	lister cache.GenericLister
+	kube   kubernetes.Interface
+}
+
+var _ downstream.SecretSource = secretSource{}
+
+func (s secretSource) ResourceVersion(namespace, name string) (string, bool) {
+	obj, err := s.lister.ByNamespace(namespace).Get(name)
+	if err != nil {
+		return "", false
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", false
+	}
+	return m.GetResourceVersion(), true
+}
+
+func (s secretSource) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	return s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}

@@ -1,0 +1,350 @@
+// Package downstream keeps one client per downstream cluster, built from the
+// kubeconfig Secret its Fleet Cluster names (DESIGN.md §2). Clusters are
+// independent (§3.10): building or using one cluster's client never waits for
+// another cluster, and an unreachable cluster fails fast.
+package downstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+)
+
+// KubeconfigKey is the key of the kubeconfig Secret that holds the kubeconfig.
+const KubeconfigKey = "value"
+
+// SecretSource is how the cache reads kubeconfig Secrets upstream. ResourceVersion lets the cache
+// avoid re-reading a Secret that has not changed (Courier already runs a metadata-only informer on Secrets).
+type SecretSource interface {
+	ResourceVersion(namespace, name string) (rv string, exists bool)         // cheap, from a cache
+	Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) // a real GET
+}
+
+// Options configure a Cache.
+type Options struct {
+	// Timeout bounds every request made through Client.Kube (rest.Config.Timeout), default 10s,
+	// so an unreachable cluster fails fast instead of holding a worker. The informers use the
+	// same config without Timeout: a client-side timeout would cut every watch after Timeout.
+	Timeout time.Duration
+	// WatchSelector picks the downstream objects to watch: Courier's copies
+	// (label courier.dev/managed-by=courier). Required.
+	WatchSelector labels.Selector
+	// OnChange is called with the cluster key ("<namespace>/<name>") when a watched downstream
+	// Secret or ConfigMap is added, changed or deleted. Must not block.
+	OnChange func(clusterKey string)
+	// UserAgent for downstream requests (default "courier").
+	UserAgent string
+	// NewConfig optionally post-processes the rest.Config built from the kubeconfig (tests, QPS tuning).
+	NewConfig func(*rest.Config) (*rest.Config, error)
+	// NewClientset builds a clientset from a rest.Config (default kubernetes.NewForConfig; tests
+	// inject fakes). It is called twice per client: for Kube and for the informers.
+	NewClientset func(*rest.Config) (kubernetes.Interface, error)
+}
+
+// KubeconfigError says why a cluster has no client. Msg is meant for a status row and never
+// contains the kubeconfig's content.
+type KubeconfigError struct {
+	Cluster string // "<namespace>/<name>" of the Cluster
+	Msg     string
+}
+
+func (e *KubeconfigError) Error() string { return e.Msg }
+
+// Client is the client of one downstream cluster.
+type Client struct {
+	Key        string               // "<namespace>/<name>" of the Cluster
+	Kube       kubernetes.Interface // for writes and GETs
+	Config     *rest.Config
+	Secrets    corev1listers.SecretLister // Courier's copies only (label-filtered informer), all namespaces
+	ConfigMaps corev1listers.ConfigMapLister
+	// HasSynced reports whether both informers have synced (false while the cluster is unreachable).
+	HasSynced func() bool
+
+	factory informers.SharedInformerFactory
+	stop    chan struct{} // closed to stop the informers
+	done    chan struct{} // closed once the informers have shut down
+}
+
+// Cache holds one Client per Cluster.
+type Cache struct {
+	src SecretSource
+	o   Options
+
+	mu      sync.Mutex // guards entries and stopped only; never held during I/O
+	entries map[string]*entry
+	stopped bool
+	wg      sync.WaitGroup // informer shutdowns in flight
+}
+
+// entry is one cluster's state. All fields but sem are guarded by holding sem.
+type entry struct {
+	sem     chan struct{} // per-cluster lock; a channel so that waiting honours ctx
+	dead    bool          // removed by Forget or Stop
+	have    bool          // client/err below are a result
+	ref     string        // "<ns>/<name>" of the kubeconfig Secret the result is for
+	seenRV  string        // SecretSource's resourceVersion when the result was last confirmed ("" = absent)
+	builtRV string        // resourceVersion of the Secret the result was built from ("" = not found)
+	client  *Client
+	err     error
+}
+
+// NewCache returns an empty Cache. It panics if o.WatchSelector is nil: watching every
+// downstream Secret would cache other people's credentials.
+func NewCache(src SecretSource, o Options) *Cache {
+	if o.WatchSelector == nil {
+		panic("downstream.NewCache: Options.WatchSelector is required")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = "courier"
+	}
+	if o.OnChange == nil {
+		o.OnChange = func(string) {}
+	}
+	if o.NewClientset == nil {
+		o.NewClientset = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+	}
+	return &Cache{src: src, o: o, entries: map[string]*entry{}}
+}
+
+// Get returns the cluster's client, building it on first use and rebuilding it when the
+// kubeconfig Secret's resourceVersion changed (the old client's informers are stopped).
+// A KubeconfigError is remembered until the Secret changes. Other errors (reading the Secret
+// upstream failed) are returned as they are, not remembered, and leave the current client alone.
+// Calls for one cluster are serialised; calls for different clusters never wait for each other.
+func (c *Cache) Get(ctx context.Context, cluster *fleet.Cluster) (*Client, error) {
+	key := cluster.Namespace + "/" + cluster.Name
+	for {
+		c.mu.Lock()
+		if c.stopped {
+			c.mu.Unlock()
+			return nil, errors.New("downstream client cache is stopped")
+		}
+		e := c.entries[key]
+		if e == nil {
+			e = &entry{sem: make(chan struct{}, 1)}
+			c.entries[key] = e
+		}
+		c.mu.Unlock()
+
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.dead { // forgotten while we waited: start over with a fresh entry
+			<-e.sem
+			continue
+		}
+		cl, err := c.get(ctx, e, key, cluster)
+		<-e.sem
+		return cl, err
+	}
+}
+
+func (c *Cache) get(ctx context.Context, e *entry, key string, cluster *fleet.Cluster) (*Client, error) {
+	name := cluster.Spec.KubeConfigSecret
+	if name == "" {
+		c.set(e, "", "", "", nil, kerr(key, "cluster %s has no spec.kubeConfigSecret", cluster.Name))
+		return nil, e.err
+	}
+	ns := cluster.Spec.KubeConfigSecretNamespace
+	if ns == "" {
+		ns = cluster.Namespace // DESIGN §2: the Cluster's own namespace
+	}
+	ref := ns + "/" + name
+	rv, _ := c.src.ResourceVersion(ns, name) // "" when absent
+	if e.have && e.ref == ref && e.seenRV == rv {
+		return e.client, e.err
+	}
+	secret, err := c.src.Get(ctx, ns, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		c.set(e, ref, rv, "", nil, kerr(key, "kubeconfig Secret %s of cluster %s does not exist", ref, cluster.Name))
+		return nil, e.err
+	case err != nil:
+		return nil, fmt.Errorf("reading kubeconfig Secret %s of cluster %s: %w", ref, cluster.Name, err)
+	}
+	if e.have && e.ref == ref && e.builtRV == secret.ResourceVersion { // the source lagged; nothing changed
+		e.seenRV = rv
+		return e.client, e.err
+	}
+	cl, err := c.build(key, ref, secret)
+	c.set(e, ref, rv, secret.ResourceVersion, cl, err)
+	return cl, err
+}
+
+// set records a result, stopping the client it replaces.
+func (c *Cache) set(e *entry, ref, seenRV, builtRV string, cl *Client, err error) {
+	if e.client != nil && e.client != cl {
+		c.stopClient(e.client)
+	}
+	e.have, e.ref, e.seenRV, e.builtRV, e.client, e.err = true, ref, seenRV, builtRV, cl, err
+}
+
+func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
+	data, ok := s.Data[KubeconfigKey]
+	if !ok {
+		return nil, kerr(key, "kubeconfig Secret %s has no key %q", ref, KubeconfigKey)
+	}
+	invalid := func(err error) error {
+		return kerr(key, "kubeconfig in Secret %s is invalid: %s", ref, redact(err.Error(), data))
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	cfg.Timeout = c.o.Timeout
+	cfg.UserAgent = c.o.UserAgent
+	if c.o.NewConfig != nil {
+		if cfg, err = c.o.NewConfig(cfg); err != nil {
+			return nil, invalid(err)
+		}
+	}
+	kube, err := c.o.NewClientset(cfg)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.Timeout = 0 // see Options.Timeout
+	watchKube, err := c.o.NewClientset(watchCfg)
+	if err != nil {
+		return nil, invalid(err)
+	}
+
+	selector := c.o.WatchSelector.String()
+	factory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
+	changed := func() { c.o.OnChange(key) }
+	handler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, cur any) {
+			if o, err1 := meta.Accessor(old); err1 == nil {
+				if n, err2 := meta.Accessor(cur); err2 == nil && o.GetResourceVersion() == n.GetResourceVersion() {
+					return // a relist, not a change
+				}
+			}
+			changed()
+		},
+		DeleteFunc: func(any) { changed() },
+	}
+	si, ci := secrets.Informer(), configMaps.Informer()
+	for _, inf := range []toolscache.SharedIndexInformer{si, ci} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, fmt.Errorf("watching cluster %s: %w", key, err)
+		}
+	}
+	cl := &Client{
+		Key: key, Kube: kube, Config: cfg,
+		Secrets: secrets.Lister(), ConfigMaps: configMaps.Lister(),
+		HasSynced: func() bool { return si.HasSynced() && ci.HasSynced() },
+		factory:   factory, stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	factory.Start(cl.stop) // not waited for: callers check HasSynced
+	return cl, nil
+}
+
+// stopClient stops a client's informers without waiting for them; Stop waits.
+func (c *Cache) stopClient(cl *Client) {
+	close(cl.stop)
+	c.wg.Go(func() {
+		cl.factory.Shutdown()
+		close(cl.done)
+	})
+}
+
+// Forget stops and drops a cluster's client (the Cluster was deleted). It waits for a Get
+// of the same cluster that is in flight.
+func (c *Cache) Forget(clusterKey string) {
+	c.mu.Lock()
+	e := c.entries[clusterKey]
+	delete(c.entries, clusterKey)
+	c.mu.Unlock()
+	if e != nil {
+		c.kill(e)
+	}
+}
+
+// Stop stops every client and waits for their informers to shut down. Get fails afterwards.
+func (c *Cache) Stop() {
+	c.mu.Lock()
+	c.stopped = true
+	entries := c.entries
+	c.entries = map[string]*entry{}
+	c.mu.Unlock()
+	for _, e := range entries {
+		c.kill(e)
+	}
+	c.wg.Wait()
+}
+
+func (c *Cache) kill(e *entry) {
+	e.sem <- struct{}{}
+	e.dead = true
+	if e.client != nil {
+		c.stopClient(e.client)
+		e.client = nil
+	}
+	<-e.sem
+}
+
+func kerr(cluster, format string, args ...any) error {
+	return &KubeconfigError{Cluster: cluster, Msg: fmt.Sprintf(format, args...)}
+}
+
+// redact replaces in msg every word of the kubeconfig data that is not a key, so that an
+// error quoting a token, a password or a server URL does not carry it into a status row.
+// Words are split at whitespace and YAML/JSON punctuation; words shorter than 3 are kept.
+func redact(msg string, data []byte) string {
+	s := string(data)
+	isSep := func(b byte) bool { return strings.IndexByte(" \t\r\n:,[]{}\"'", b) >= 0 }
+	seen := map[string]bool{}
+	var words []string
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && !isSep(s[j]) {
+			j++
+		}
+		if j == i {
+			i++
+			continue
+		}
+		w, k := s[i:j], j
+		if k < len(s) && (s[k] == '"' || s[k] == '\'') {
+			k++
+		}
+		isKey := k < len(s) && s[k] == ':' && (k > j || k+1 == len(s) || strings.IndexByte(" \t\r\n", s[k+1]) >= 0)
+		if !isKey && len(w) >= 3 && !seen[w] && strings.Contains(msg, w) {
+			seen[w] = true
+			words = append(words, w)
+		}
+		i = j
+	}
+	sort.Slice(words, func(a, b int) bool { return len(words[a]) > len(words[b]) })
+	pairs := make([]string, 0, 2*len(words))
+	for _, w := range words {
+		pairs = append(pairs, w, "<redacted>")
+	}
+	return strings.NewReplacer(pairs...).Replace(msg)
+}

@@ -1,0 +1,319 @@
+// Package engine is Courier's copy engine: it writes each listed Secret and
+// ConfigMap into every downstream cluster a HelmOp targets, keeps the
+// copies in step with their sources, repairs drift, removes copies nothing
+// wants any more, and records what it saw for the downstreamcopies view.
+//
+// Work is queued per Cluster, and several workers run at once, so a slow,
+// forbidden or unreachable cluster never delays another. The desired state
+// comes from the downstreamcopies view (SetDesired); the engine never
+// reads HelmOps itself, so the view and the engine cannot disagree on
+// targeting.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/downstream"
+	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+)
+
+var errUnsupported = errors.New("unsupported object")
+
+// Downstream gives the engine a client per Cluster.
+type Downstream interface {
+	Get(ctx context.Context, cluster *fleet.Cluster) (*downstream.Client, error)
+	Forget(clusterKey string)
+}
+
+// Config is what an Engine needs.
+type Config struct {
+	// UpstreamID identifies the upstream cluster in the copies' owner label
+	// and courier.dev/upstream annotation, so two upstreams writing into one
+	// downstream cluster never remove each other's copies.
+	UpstreamID string
+	// Upstream reads the sources (GET of listed Secrets and ConfigMaps only).
+	Upstream   kubernetes.Interface
+	Clusters   fleetlisters.ClusterLister
+	HelmOps    fleetlisters.HelmOpLister
+	Downstream Downstream
+	// Recorder receives Events about HelmOps; the correlator aggregates
+	// repeats.
+	Recorder record.EventRecorder
+	// OnStatusChange is called (without locks held) when a row's recorded
+	// status changed, so the view recomputes.
+	OnStatusChange func()
+	// Workers is how many clusters are reconciled at once (default 4).
+	Workers int
+	// ResyncPeriod requeues every Cluster, which also sweeps copies nothing
+	// wants any more (default 5 minutes).
+	ResyncPeriod time.Duration
+	// MaxBackoff caps the per-cluster retry backoff (default 2 minutes).
+	MaxBackoff time.Duration
+}
+
+// desiredCopy is one row as the engine needs it.
+type desiredCopy struct {
+	rowKey         string
+	helmOp         types.NamespacedName
+	kind, name     string
+	targetNS       string
+	serviceAccount string
+	keep           bool
+	sourceRV       string
+	// copyable is false for rows the engine must not write (Invalid) and
+	// for sources that do not exist (whose copies stay where they are).
+	copyable bool
+}
+
+// Engine reconciles downstream copies.
+type Engine struct {
+	cfg     Config
+	queue   workqueue.TypedRateLimitingInterface[string]
+	sources *sourceCache
+	now     func() time.Time
+
+	mu          sync.Mutex
+	haveDesired bool
+	desired     map[string][]desiredCopy // cluster key -> copies
+	statuses    map[string]copyview.EngineStatus
+	observedAt  map[string]time.Time // row key -> when its current source RV was first seen
+}
+
+var _ copyview.Engine = (*Engine)(nil)
+
+// New returns an engine; Run starts it.
+func New(cfg Config) *Engine {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.ResyncPeriod <= 0 {
+		cfg.ResyncPeriod = 5 * time.Minute
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 2 * time.Minute
+	}
+	if cfg.OnStatusChange == nil {
+		cfg.OnStatusChange = func() {}
+	}
+	registerMetrics()
+	return &Engine{
+		cfg: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, cfg.MaxBackoff),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
+		sources:    newSourceCache(cfg.Upstream),
+		now:        time.Now,
+		desired:    map[string][]desiredCopy{},
+		statuses:   map[string]copyview.EngineStatus{},
+		observedAt: map[string]time.Time{},
+	}
+}
+
+// SetDesired takes the full set of rows and queues every cluster whose
+// copies changed. The first call also queues every Cluster, so copies left
+// by HelmOps deleted while Courier was down are swept.
+func (e *Engine) SetDesired(rows []*courier.DownstreamCopy) {
+	next := map[string][]desiredCopy{}
+	keep := map[sourceKey]bool{}
+	for _, r := range rows {
+		d := desiredCopy{
+			rowKey:         r.Namespace + "/" + r.Name,
+			helmOp:         types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.HelmOp},
+			kind:           r.Spec.Source.Kind,
+			name:           r.Spec.Source.Name,
+			targetNS:       r.Spec.Target.Namespace,
+			serviceAccount: r.Spec.ServiceAccount,
+			keep:           r.Spec.KeepResources,
+			sourceRV:       r.Spec.Source.ResourceVersion,
+			copyable:       r.Status.Phase == courier.CopyPhasePending,
+		}
+		key := r.Namespace + "/" + r.Spec.Cluster
+		next[key] = append(next[key], d)
+		if d.copyable {
+			keep[sourceKey{d.kind, r.Namespace, d.name}] = true
+		}
+	}
+	now := e.now()
+	e.mu.Lock()
+	first := !e.haveDesired
+	e.haveDesired = true
+	var changed []string
+	for key, copies := range next {
+		sort.Slice(copies, func(i, j int) bool { return copies[i].rowKey < copies[j].rowKey })
+		if !reflect.DeepEqual(copies, e.desired[key]) {
+			changed = append(changed, key)
+		}
+	}
+	for key := range e.desired {
+		if _, ok := next[key]; !ok {
+			changed = append(changed, key)
+		}
+	}
+	seen := map[string]bool{}
+	old := map[string]string{}
+	for _, copies := range e.desired {
+		for _, c := range copies {
+			old[c.rowKey] = c.sourceRV
+		}
+	}
+	for _, copies := range next {
+		for _, c := range copies {
+			seen[c.rowKey] = true
+			if prev, ok := old[c.rowKey]; !ok || prev != c.sourceRV {
+				e.observedAt[c.rowKey] = now
+			}
+		}
+	}
+	for k := range e.observedAt {
+		if !seen[k] {
+			delete(e.observedAt, k)
+		}
+	}
+	for k := range e.statuses {
+		if !seen[k] {
+			delete(e.statuses, k)
+		}
+	}
+	e.desired = next
+	e.mu.Unlock()
+
+	e.sources.retain(keep)
+	for _, key := range changed {
+		e.queue.Add(key)
+	}
+	if first {
+		e.queueAllClusters()
+	}
+}
+
+// Status returns what the engine last recorded for a row.
+func (e *Engine) Status(rowKey string) (copyview.EngineStatus, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s, ok := e.statuses[rowKey]
+	return s, ok
+}
+
+// ClusterChanged queues a cluster, for example when one of its copies
+// changed downstream (drift).
+func (e *Engine) ClusterChanged(clusterKey string) { e.queue.Add(clusterKey) }
+
+func (e *Engine) queueAllClusters() {
+	clusters, err := e.cfg.Clusters.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, c := range clusters {
+		e.queue.Add(c.Namespace + "/" + c.Name)
+	}
+}
+
+// Run reconciles until ctx is done; in-flight reconciles finish first.
+func (e *Engine) Run(ctx context.Context) {
+	defer utilruntime.HandleCrash()
+	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < e.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e.processNext(ctx) {
+			}
+		}()
+	}
+	go wait.UntilWithContext(ctx, func(context.Context) {
+		e.mu.Lock()
+		ready := e.haveDesired
+		e.mu.Unlock()
+		if ready {
+			e.queueAllClusters()
+		}
+	}, e.cfg.ResyncPeriod)
+	logger.Info("Started copy engine", "workers", e.cfg.Workers)
+	<-ctx.Done()
+	e.queue.ShutDownWithDrain()
+	wg.Wait()
+}
+
+func (e *Engine) processNext(ctx context.Context) bool {
+	key, quit := e.queue.Get()
+	if quit {
+		return false
+	}
+	defer e.queue.Done(key)
+	if err := e.reconcileCluster(ctx, key); err != nil {
+		klog.FromContext(ctx).V(2).Info("Cluster not converged; retrying", "cluster", key, "err", err)
+		e.queue.AddRateLimited(key)
+		return true
+	}
+	e.queue.Forget(key)
+	return true
+}
+
+// record stores a row's status and reports whether it changed.
+func (e *Engine) record(rowKey string, s copyview.EngineStatus) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	prev, ok := e.statuses[rowKey]
+	if ok && prev.Phase == s.Phase && prev.Message == s.Message && prev.SyncedResourceVersion == s.SyncedResourceVersion {
+		return false
+	}
+	if s.LastSyncTime == nil && ok {
+		s.LastSyncTime = prev.LastSyncTime
+	}
+	e.statuses[rowKey] = s
+	return true
+}
+
+func (e *Engine) copiesFor(clusterKey string) []desiredCopy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]desiredCopy(nil), e.desired[clusterKey]...)
+}
+
+// helmOpRef is the object Events about a copy are recorded on.
+func (e *Engine) helmOpRef(nn types.NamespacedName) *corev1.ObjectReference {
+	ref := &corev1.ObjectReference{APIVersion: fleet.SchemeGroupVersion.String(), Kind: "HelmOp", Namespace: nn.Namespace, Name: nn.Name}
+	if op, err := e.cfg.HelmOps.HelmOps(nn.Namespace).Get(nn.Name); err == nil {
+		ref.UID = op.UID
+		ref.ResourceVersion = op.ResourceVersion
+	}
+	return ref
+}
+
+func splitKey(key string) (namespace, name string) {
+	namespace, name, _ = strings.Cut(key, "/")
+	return namespace, name
+}
+
+func nowTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
+}
+
+func notFound(err error) bool { return apierrors.IsNotFound(err) }
+
+func describe(kind, ns, name string) string { return fmt.Sprintf("%s %s/%s", kind, ns, name) }

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/courier-dev/courier/pkg/copyspec"
+	"github.com/courier-dev/courier/pkg/downstream"
+)
+
+// object is a Secret or a ConfigMap.
+type object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// kindOps is what the engine does with one kind in one downstream cluster.
+type kindOps interface {
+	desired(src runtime.Object, ns string, o copyspec.Owner) object
+	cached(ns, name string) (object, bool)
+	get(ctx context.Context, ns, name string) (object, error)
+	create(ctx context.Context, obj object) error
+	update(ctx context.Context, obj object) error
+	delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error
+	listManaged(ctx context.Context) ([]object, error)
+	upToDate(cur, want object) bool
+	needsRecreate(cur, want object) bool
+}
+
+// typedClient is the part of client-go's typed Secret and ConfigMap clients
+// the engine uses.
+type typedClient[T object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// ops implements kindOps for one type; the two instances below differ
+// only in the functions they are given.
+type ops[T object] struct {
+	client       func(ns string) typedClient[T]
+	fromCache    func(ns, name string) (T, error)
+	listCache    func() ([]T, error)
+	listLive     func(ctx context.Context, opts metav1.ListOptions) ([]T, error)
+	synced       func() bool
+	build        func(src T, ns string, o copyspec.Owner) T
+	isUpToDate   func(cur, want T) bool
+	mustRecreate func(cur, want T) bool
+}
+
+func (o ops[T]) desired(src runtime.Object, ns string, owner copyspec.Owner) object {
+	return o.build(src.(T), ns, owner)
+}
+
+func (o ops[T]) cached(ns, name string) (object, bool) {
+	if !o.synced() {
+		return nil, false
+	}
+	obj, err := o.fromCache(ns, name)
+	if err != nil {
+		return nil, false
+	}
+	return obj, true
+}
+
+func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
+	return o.client(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (o ops[T]) create(ctx context.Context, obj object) error {
+	_, err := o.client(obj.GetNamespace()).Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: "courier"})
+	return err
+}
+
+func (o ops[T]) update(ctx context.Context, obj object) error {
+	_, err := o.client(obj.GetNamespace()).Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: "courier"})
+	return err
+}
+
+func (o ops[T]) delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error {
+	return o.client(ns).Delete(ctx, name, *opts)
+}
+
+// listManaged returns Courier's copies in every namespace: from the
+// label-filtered informer once synced, else with a live labelled list.
+func (o ops[T]) listManaged(ctx context.Context) ([]object, error) {
+	var items []T
+	var err error
+	if o.synced() {
+		items, err = o.listCache()
+	} else {
+		items, err = o.listLive(ctx, metav1.ListOptions{LabelSelector: copyspec.ManagedSelector().String()})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]object, 0, len(items))
+	for _, it := range items {
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+func (o ops[T]) upToDate(cur, want object) bool {
+	c, ok := cur.(T)
+	return ok && o.isUpToDate(c, want.(T))
+}
+
+func (o ops[T]) needsRecreate(cur, want object) bool {
+	c, ok := cur.(T)
+	return ok && o.mustRecreate(c, want.(T))
+}
+
+// objectOps returns the operations for kind ("Secret" or "ConfigMap") in a
+// downstream cluster.
+func objectOps(c *downstream.Client, kind string) kindOps {
+	if kind == "Secret" {
+		return ops[*corev1.Secret]{
+			client:    func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
+			fromCache: func(ns, name string) (*corev1.Secret, error) { return c.Secrets.Secrets(ns).Get(name) },
+			listCache: func() ([]*corev1.Secret, error) { return c.Secrets.List(labels.Everything()) },
+			listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.Secret, error) {
+				l, err := c.Kube.CoreV1().Secrets("").List(ctx, opts)
+				if err != nil {
+					return nil, err
+				}
+				return pointers(l.Items), nil
+			},
+			synced: c.HasSynced,
+			build: func(src *corev1.Secret, ns string, o copyspec.Owner) *corev1.Secret {
+				return copyspec.Secret(src, ns, o)
+			},
+			isUpToDate:   copyspec.SecretUpToDate,
+			mustRecreate: copyspec.SecretNeedsRecreate,
+		}
+	}
+	return ops[*corev1.ConfigMap]{
+		client:    func(ns string) typedClient[*corev1.ConfigMap] { return c.Kube.CoreV1().ConfigMaps(ns) },
+		fromCache: func(ns, name string) (*corev1.ConfigMap, error) { return c.ConfigMaps.ConfigMaps(ns).Get(name) },
+		listCache: func() ([]*corev1.ConfigMap, error) { return c.ConfigMaps.List(labels.Everything()) },
+		listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.ConfigMap, error) {
+			l, err := c.Kube.CoreV1().ConfigMaps("").List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			return pointers(l.Items), nil
+		},
+		synced: c.HasSynced,
+		build: func(src *corev1.ConfigMap, ns string, o copyspec.Owner) *corev1.ConfigMap {
+			return copyspec.ConfigMap(src, ns, o)
+		},
+		isUpToDate:   copyspec.ConfigMapUpToDate,
+		mustRecreate: copyspec.ConfigMapNeedsRecreate,
+	}
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
