@@ -61,7 +61,10 @@ func exampleWorkspace(t *testing.T, name string) *workspace {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The workspace's own namespace, also as the destination, so tests never
+	// write the same downstream object.
 	manifest := strings.ReplaceAll(string(example), "namespace: fleet-default", "namespace: "+name)
+	manifest = strings.ReplaceAll(manifest, "  namespace: example\n", "  namespace: "+name+"\n")
 	path := filepath.Join(t.TempDir(), "helmop.yaml")
 	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
 		t.Fatal(err)
@@ -70,14 +73,17 @@ func exampleWorkspace(t *testing.T, name string) *workspace {
 	return w
 }
 
-var exampleRows = []string{
-	"c1/ConfigMap/example-settings@example=Pending", "c1/Secret/example-credentials@example=Pending",
-	"c2/ConfigMap/example-settings@example=Pending", "c2/Secret/example-credentials@example=Pending",
+// exampleRows are the rows of exampleWorkspace(t, ns) once copied.
+func exampleRows(ns string) []string {
+	return []string{
+		"c1/ConfigMap/example-settings@" + ns + "=Synced", "c1/Secret/example-credentials@" + ns + "=Synced",
+		"c2/ConfigMap/example-settings@" + ns + "=Synced", "c2/Secret/example-credentials@" + ns + "=Synced",
+	}
 }
 
 func TestKubectlGetDownstreamCopies(t *testing.T) {
 	w := exampleWorkspace(t, "ws-table")
-	w.waitRows(metav1.ListOptions{}, exampleRows...)
+	w.waitRows(metav1.ListOptions{}, exampleRows(w.ns)...)
 
 	out := kubectl(t, "get", "downstreamcopies", "-A")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -95,10 +101,10 @@ func TestKubectlGetDownstreamCopies(t *testing.T) {
 		}
 	}
 	want := []string{
-		"example.c1.configmap.example-settings example c1 ConfigMap example-settings example Pending",
-		"example.c1.secret.example-credentials example c1 Secret example-credentials example Pending",
-		"example.c2.configmap.example-settings example c2 ConfigMap example-settings example Pending",
-		"example.c2.secret.example-credentials example c2 Secret example-credentials example Pending",
+		"example.c1.configmap.example-settings example c1 ConfigMap example-settings ws-table Synced",
+		"example.c1.secret.example-credentials example c1 Secret example-credentials ws-table Synced",
+		"example.c2.configmap.example-settings example c2 ConfigMap example-settings ws-table Synced",
+		"example.c2.secret.example-credentials example c2 Secret example-credentials ws-table Synced",
 	}
 	if strings.Join(mine, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows of %s:\n%s\nwant:\n%s\nfull output:\n%s", w.ns, strings.Join(mine, "\n"), strings.Join(want, "\n"), out)
@@ -108,13 +114,13 @@ func TestKubectlGetDownstreamCopies(t *testing.T) {
 	if h := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); len(h) < 2 || h[len(h)-2] != "MESSAGE" || h[len(h)-1] != "SYNCED-RV" {
 		t.Errorf("-o wide header %q lacks MESSAGE and SYNCED-RV", h)
 	}
-	if !strings.Contains(wide, "is not copied to cluster c1 yet") {
+	if !strings.Contains(wide, "the copy matches its source") {
 		t.Errorf("-o wide shows no message:\n%s", wide)
 	}
 
 	// The object itself: spec, status with a Ready condition, no data.
 	yaml := kubectl(t, "get", "dcp", "-n", w.ns, "example.c1.secret.example-credentials", "-o", "yaml")
-	for _, want := range []string{"helmOp: example", "cluster: c1", "kind: Secret", "name: example-credentials", "namespace: example", "phase: Pending", "type: Ready"} {
+	for _, want := range []string{"helmOp: example", "cluster: c1", "kind: Secret", "name: example-credentials", "namespace: ws-table", "phase: Synced", "syncedResourceVersion:", "type: Ready"} {
 		if !strings.Contains(yaml, want) {
 			t.Errorf("object lacks %q:\n%s", want, yaml)
 		}
@@ -142,7 +148,7 @@ func TestKubectlExplain(t *testing.T) {
 // and puts Fleet's back.
 func TestOwnCRDs(t *testing.T) {
 	w := exampleWorkspace(t, "ws-own-crds")
-	w.waitRows(metav1.ListOptions{}, exampleRows...)
+	w.waitRows(metav1.ListOptions{}, exampleRows(w.ns)...)
 
 	kubectl(t, "replace", "-f", filepath.Join(repoRoot, "artifacts", "crds"))
 	t.Cleanup(func() { kubectl(t, "replace", "-f", fleetCRDs) })
@@ -152,9 +158,9 @@ func TestOwnCRDs(t *testing.T) {
 	}
 	// A change made while Courier's CRDs serve is seen: a new HelmOp and
 	// its rows.
-	w.apply(helmOp("second", fleet.BundleDeploymentOptions{DownstreamResources: resources("ConfigMap/example-settings")},
+	w.apply(helmOp("second", fleet.BundleDeploymentOptions{TargetNamespace: w.ns + "-second", DownstreamResources: resources("ConfigMap/example-settings")},
 		fleet.BundleTarget{ClusterName: "c2"}))
-	w.waitRows(metav1.ListOptions{}, append([]string{"c2/ConfigMap/example-settings@default=Pending"}, exampleRows...)...)
+	w.waitRows(metav1.ListOptions{}, append([]string{"c2/ConfigMap/example-settings@" + w.ns + "-second=Synced"}, exampleRows(w.ns)...)...)
 	// Fields Courier does not know survive under its own CRDs.
 	if helm := kubectl(t, "get", "helmop", "-n", w.ns, "example", "-o", "jsonpath={.spec.helm.chart}"); !strings.Contains(helm, "charts/example") {
 		t.Errorf("spec.helm.chart not preserved under Courier's CRD: %q", helm)

@@ -172,21 +172,34 @@ func (w *workspace) rows(ctx context.Context, opts metav1.ListOptions) ([]string
 	return out, nil
 }
 
+// messages lists every row's name, phase and message, for failures.
+func (w *workspace) messages() string {
+	list, err := w.c.courier.CourierV1alpha1().DownstreamCopies(w.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, r := range list.Items {
+		fmt.Fprintf(&b, "  %s %s: %s\n", r.Name, r.Status.Phase, r.Status.Message)
+	}
+	return b.String()
+}
+
 // waitRows waits until the workspace's rows (as rows prints them) are want.
 func (w *workspace) waitRows(opts metav1.ListOptions, want ...string) {
 	w.t.Helper()
 	sort.Strings(want)
 	var got []string
+	var lastErr error
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = w.rows(ctx, opts)
-		if err != nil {
+		got, lastErr = w.rows(ctx, opts)
+		if lastErr != nil {
 			return false, nil
 		}
 		return strings.Join(got, ",") == strings.Join(want, ","), nil
 	})
 	if err != nil {
-		w.t.Fatalf("rows in %s:\n got  %q\n want %q", w.ns, got, want)
+		w.t.Fatalf("rows in %s:\n got  %q (last error: %v)\n want %q\nmessages:\n%s", w.ns, got, lastErr, want, w.messages())
 	}
 }
 

@@ -19,10 +19,11 @@ func TestSelectors(t *testing.T) {
 	w := newWorkspace(t, "ws-selectors", nil, nil)
 	w.apply(selectAll("default"))
 	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "present"}, StringData: map[string]string{"k": "v"}})
-	w.apply(helmOp("app", fleet.BundleDeploymentOptions{DownstreamResources: resources("Secret/present", "Secret/absent", "ConfigMap/absent")}))
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: w.ns, DownstreamResources: resources("Secret/present", "Secret/absent", "ConfigMap/absent")}))
+	at := "@" + w.ns + "="
 	w.waitRows(metav1.ListOptions{},
-		"c1/ConfigMap/absent@default=SourceMissing", "c1/Secret/absent@default=SourceMissing", "c1/Secret/present@default=Pending",
-		"c2/ConfigMap/absent@default=SourceMissing", "c2/Secret/absent@default=SourceMissing", "c2/Secret/present@default=Pending")
+		"c1/ConfigMap/absent"+at+"SourceMissing", "c1/Secret/absent"+at+"SourceMissing", "c1/Secret/present"+at+"Synced",
+		"c2/ConfigMap/absent"+at+"SourceMissing", "c2/Secret/absent"+at+"SourceMissing", "c2/Secret/present"+at+"Synced")
 
 	names := func(args ...string) string {
 		out := kubectl(t, append([]string{"get", "dcp", "-n", w.ns, "-o", "name"}, args...)...)
@@ -55,11 +56,11 @@ func TestSelectors(t *testing.T) {
 			t.Errorf("expected a clear error for an unsupported field, got %v", err)
 		}
 	})
-	t.Run("source created later turns SourceMissing into Pending", func(t *testing.T) {
+	t.Run("source created later is copied", func(t *testing.T) {
 		w.t = t
 		w.apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "absent"}, Data: map[string]string{"k": "v"}})
 		w.waitRows(metav1.ListOptions{FieldSelector: "spec.source.kind=ConfigMap"},
-			"c1/ConfigMap/absent@default=Pending", "c2/ConfigMap/absent@default=Pending")
+			"c1/ConfigMap/absent"+at+"Synced", "c2/ConfigMap/absent"+at+"Synced")
 	})
 }
 

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+)
+
+// courierWrites returns the writes Courier made to downstream cluster i,
+// from that kube-apiserver's audit log (which records every write), as
+// "verb resource ns/name" strings.
+func courierWrites(t *testing.T, i int) []string {
+	t.Helper()
+	f, err := os.Open(env.Downstreams[i].AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		var ev struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			ObjectRef struct {
+				Resource, Namespace, Name string
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(s.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, "courier") {
+			continue
+		}
+		switch ev.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			out = append(out, ev.Verb+" "+ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name)
+		}
+	}
+	return out
+}
+
+// restartCourier stops Courier, runs between (if any), and starts it again,
+// waiting until its APIService is Available.
+func restartCourier(t *testing.T, between func()) {
+	t.Helper()
+	courier.Stop()
+	if between != nil {
+		between()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := courier.Start(ctx); err != nil {
+		t.Fatalf("restarting Courier: %v", err)
+	}
+}
+
+// TestRestartWritesNothingWhenInSync restarts Courier with every copy
+// current and counts the writes that reach the downstream clusters: none.
+func TestRestartWritesNothingWhenInSync(t *testing.T) {
+	w := newWorkspace(t, "ws-restart", nil, nil)
+	w.apply(selectAll("default"))
+	dest := "restart-dest"
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
+	w.apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Data: map[string]string{"k": "v"}})
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s", "ConfigMap/m")}))
+	all := []string{"c1/ConfigMap/m@" + dest + "=Synced", "c1/Secret/s@" + dest + "=Synced", "c2/ConfigMap/m@" + dest + "=Synced", "c2/Secret/s@" + dest + "=Synced"}
+	w.waitRows(metav1.ListOptions{}, all...)
+	// Let any other test's removals finish, then take the baseline.
+	time.Sleep(2 * time.Second)
+	before := [][]string{courierWrites(t, 0), courierWrites(t, 1)}
+	if len(before[0]) == 0 {
+		t.Fatal("the audit log shows no write by Courier at all: the count below would prove nothing")
+	}
+
+	restartCourier(t, nil)
+	w.waitRows(metav1.ListOptions{}, all...)
+	time.Sleep(3 * time.Second) // the engine's first full pass over every cluster
+	for i := range env.Downstreams {
+		after := courierWrites(t, i)
+		if extra := after[len(before[i]):]; len(extra) != 0 {
+			t.Errorf("downstream-%d: Courier wrote after a restart with everything in sync: %q", i+1, extra)
+		}
+	}
+}
+
+// TestSweepAfterDowntime deletes a HelmOp while Courier is stopped; once it
+// is back, the copies are removed.
+func TestSweepAfterDowntime(t *testing.T) {
+	w := newWorkspace(t, "ws-downtime", nil)
+	w.apply(selectAll("default"))
+	dest := "downtime-dest"
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")}))
+	waitSecret(t, 0, dest, "s", 10*time.Second, "copied", secretData("k", "v"))
+
+	restartCourier(t, func() {
+		if err := fleetClient(t).FleetV1alpha1().HelmOps(w.ns).Delete(context.Background(), "app", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	waitSecret(t, 0, dest, "s", 20*time.Second, "removed by the sweep after the restart", absentSecret)
+}
