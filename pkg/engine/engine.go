@@ -284,6 +284,11 @@ func (e *Engine) record(rowKey string, s copyview.EngineStatus) bool {
 	if s.LastSyncTime == nil && ok {
 		s.LastSyncTime = prev.LastSyncTime
 	}
+	// A copy found current (after a restart, say) counts as synced now, the
+	// first time this process confirms it.
+	if s.LastSyncTime == nil && s.Phase == courier.CopyPhaseSynced {
+		s.LastSyncTime = nowTime(e.now())
+	}
 	e.statuses[rowKey] = s
 	return true
 }
