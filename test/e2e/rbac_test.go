@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
@@ -102,4 +104,57 @@ func TestAuthorization(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAggregatedViewRole binds a user to the built-in view ClusterRole in
+// one namespace: Courier's aggregated rules let them list downstreamcopies
+// there, and view still does not let them read Secrets.
+func TestAggregatedViewRole(t *testing.T) {
+	w := newWorkspace(t, "ws-view", nil)
+	w.apply(selectAll("default"))
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{DownstreamResources: resources("Secret/s")}))
+	w.waitRows(metav1.ListOptions{}, "c1/Secret/s@default=SourceMissing")
+	ctx := context.Background()
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "viewer", Namespace: w.ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "viewer"}},
+	}
+	if _, err := w.c.kube.RbacV1().RoleBindings(w.ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, cfg, err := env.UserKubeconfig(env.Upstream, "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "viewer lists downstreamcopies through the aggregated view role", func() (bool, string) {
+		list, err := viewer.CourierV1alpha1().DownstreamCopies(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 1, fmt.Sprintf("%d rows", len(list.Items))
+	})
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(w.ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("view lets the user list Secrets: %v", err)
+	}
+}
+
+// TestArtifactsApplyServerSide checks that the shipped manifests are valid
+// for a real kube-apiserver.
+func TestArtifactsApplyServerSide(t *testing.T) {
+	_, _ = env.Kubectl(context.Background(), env.Upstream, "create", "namespace", "fleet-default")
+	out := kubectl(t, "apply", "--dry-run=server", "-R", "-f", repoRoot+"/artifacts")
+	for _, want := range []string{"apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "clusterrole.rbac.authorization.k8s.io/courier:aggregate-to-view", "helmop.fleet.cattle.io/example"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl apply --dry-run=server output lacks %s:\n%s", want, out)
+		}
+	}
 }
