@@ -43,6 +43,8 @@ type Inputs struct {
 	// Secrets and ConfigMaps list metadata only (PartialObjectMetadata).
 	Secrets    cache.GenericLister
 	ConfigMaps cache.GenericLister
+	// AgentNamespace is where a HelmOp's ServiceAccount lives downstream.
+	AgentNamespace string
 }
 
 // Problem is something wrong with a HelmOp that has no row of its own to
@@ -136,7 +138,7 @@ func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.Downstream
 			Cluster:        m.Cluster.Name,
 			Source:         courier.CopySource{Kind: res.Kind, Name: res.Name},
 			Target:         courier.CopyTarget{Namespace: m.Options.Namespace, Name: res.Name},
-			ServiceAccount: m.Options.ServiceAccount,
+			ServiceAccount: serviceAccountRef(in.AgentNamespace, m.Options.ServiceAccount),
 			KeepResources:  m.Options.KeepResources,
 		},
 	}
@@ -205,4 +207,17 @@ func rowLabels(helmOp, cluster, kind string) map[string]string {
 // restart, gives a row the same UID.
 func rowUID(namespace, name string) types.UID {
 	return types.UID(uuid.NewSHA1(uuid.NameSpaceOID, []byte("courier.dev/downstreamcopies/"+namespace+"/"+name)).String())
+}
+
+// serviceAccountRef names a HelmOp's ServiceAccount as "<namespace>/<name>"
+// in the downstream agent namespace; "" when the HelmOp names none (the
+// engine then picks a fallback, and the row's message says which).
+func serviceAccountRef(agentNamespace, name string) string {
+	if name == "" {
+		return ""
+	}
+	if agentNamespace == "" {
+		agentNamespace = "cattle-fleet-system"
+	}
+	return agentNamespace + "/" + name
 }

@@ -71,6 +71,10 @@ type Config struct {
 	ResyncPeriod time.Duration
 	// MaxBackoff caps the per-cluster retry backoff (default 2 minutes).
 	MaxBackoff time.Duration
+	// AgentNamespace is where ServiceAccounts are looked up downstream.
+	AgentNamespace string
+	// RequireServiceAccount refuses to write with Courier's own identity.
+	RequireServiceAccount bool
 }
 
 // desiredCopy is one row as the engine needs it.
@@ -89,10 +93,11 @@ type desiredCopy struct {
 
 // Engine reconciles downstream copies.
 type Engine struct {
-	cfg     Config
-	queue   workqueue.TypedRateLimitingInterface[string]
-	sources *sourceCache
-	now     func() time.Time
+	cfg         Config
+	queue       workqueue.TypedRateLimitingInterface[string]
+	sources     *sourceCache
+	impersonate impersonators
+	now         func() time.Time
 
 	mu          sync.Mutex
 	haveDesired bool
@@ -113,6 +118,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 2 * time.Minute
+	}
+	if cfg.AgentNamespace == "" {
+		cfg.AgentNamespace = "cattle-fleet-system"
 	}
 	if cfg.OnStatusChange == nil {
 		cfg.OnStatusChange = func() {}

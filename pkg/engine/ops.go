@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -43,6 +44,7 @@ type typedClient[T object] interface {
 // ops implements kindOps for one type; the two instances below differ
 // only in the functions they are given.
 type ops[T object] struct {
+	reader       func(ns string) typedClient[T]
 	client       func(ns string) typedClient[T]
 	fromCache    func(ns, name string) (T, error)
 	listCache    func() ([]T, error)
@@ -69,7 +71,7 @@ func (o ops[T]) cached(ns, name string) (object, bool) {
 }
 
 func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
-	return o.client(ns).Get(ctx, name, metav1.GetOptions{})
+	return o.reader(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (o ops[T]) create(ctx context.Context, obj object) error {
@@ -117,11 +119,13 @@ func (o ops[T]) needsRecreate(cur, want object) bool {
 }
 
 // objectOps returns the operations for kind ("Secret" or "ConfigMap") in a
-// downstream cluster.
-func objectOps(c *downstream.Client, kind string) kindOps {
+// downstream cluster: reads with Courier's own client, writes with writer
+// (the ServiceAccount's impersonating client, or Courier's own).
+func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) kindOps {
 	if kind == "Secret" {
 		return ops[*corev1.Secret]{
-			client:    func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
+			reader:    func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
+			client:    func(ns string) typedClient[*corev1.Secret] { return writer.CoreV1().Secrets(ns) },
 			fromCache: func(ns, name string) (*corev1.Secret, error) { return c.Secrets.Secrets(ns).Get(name) },
 			listCache: func() ([]*corev1.Secret, error) { return c.Secrets.List(labels.Everything()) },
 			listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.Secret, error) {
@@ -140,7 +144,8 @@ func objectOps(c *downstream.Client, kind string) kindOps {
 		}
 	}
 	return ops[*corev1.ConfigMap]{
-		client:    func(ns string) typedClient[*corev1.ConfigMap] { return c.Kube.CoreV1().ConfigMaps(ns) },
+		reader:    func(ns string) typedClient[*corev1.ConfigMap] { return c.Kube.CoreV1().ConfigMaps(ns) },
+		client:    func(ns string) typedClient[*corev1.ConfigMap] { return writer.CoreV1().ConfigMaps(ns) },
 		fromCache: func(ns, name string) (*corev1.ConfigMap, error) { return c.ConfigMaps.ConfigMaps(ns).Get(name) },
 		listCache: func() ([]*corev1.ConfigMap, error) { return c.ConfigMaps.List(labels.Everything()) },
 		listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.ConfigMap, error) {

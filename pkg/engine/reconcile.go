@@ -32,7 +32,10 @@ type outcome struct {
 }
 
 // reconcileCluster brings one cluster's copies in line with the desired
-// rows, then removes the copies nothing wants any more.
+// rows, then removes the copies nothing wants any more. Copies are handled
+// in groups of the same HelmOp and ServiceAccount: each group's copies are
+// planned (read-only), its permissions are checked as its ServiceAccount,
+// and only then is anything written, so a forbidden group writes nothing.
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	ns, name := splitKey(key)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
@@ -56,23 +59,24 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 
 	changed := false
 	var retryErr error
-	for i, c := range copies {
-		if !c.copyable {
-			continue
+	fallback := e.fallbackLookup(ctx, client)
+	namespaces := map[string]bool{} // destination namespace -> exists
+	for _, group := range groupCopies(copies) {
+		out, fatal := e.syncGroup(ctx, client, cluster, group, fallback, namespaces)
+		for i, c := range group {
+			if e.record(c.rowKey, out[i].status) {
+				changed = true
+				e.event(c, cluster, out[i])
+			}
+			if out[i].retry && retryErr == nil {
+				retryErr = fmt.Errorf("%s: %s", c.rowKey, out[i].status.Message)
+			}
 		}
-		out := e.syncCopy(ctx, client, cluster, c)
-		if e.record(c.rowKey, out.status) {
-			changed = true
-			e.event(c, cluster, out)
-		}
-		if out.fatal != nil {
+		if fatal != nil {
 			clusterReachable.WithLabelValues(key).Set(0)
-			e.markAll(copies[i+1:], courier.CopyPhaseUnreachable, out.status.Message)
+			e.markUnrecorded(copies, fatal)
 			e.cfg.OnStatusChange()
-			return out.fatal
-		}
-		if out.retry && retryErr == nil {
-			retryErr = fmt.Errorf("%s: %s", c.rowKey, out.status.Message)
+			return fatal
 		}
 	}
 	if err := e.sweep(ctx, client, cluster, copies); err != nil {
@@ -92,6 +96,27 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	return retryErr
 }
 
+// groupCopies returns the copyable rows grouped by HelmOp and
+// ServiceAccount, in a stable order.
+func groupCopies(copies []desiredCopy) [][]desiredCopy {
+	index := map[string]int{}
+	var groups [][]desiredCopy
+	for _, c := range copies {
+		if !c.copyable {
+			continue
+		}
+		k := c.helmOp.String() + "|" + c.serviceAccount
+		i, ok := index[k]
+		if !ok {
+			i = len(groups)
+			index[k] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return groups
+}
+
 // markAll records the same phase for every copyable row in copies.
 func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg string) {
 	changed := false
@@ -105,73 +130,206 @@ func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg stri
 	}
 }
 
-// syncCopy makes one downstream copy match its source.
-func (e *Engine) syncCopy(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, c desiredCopy) outcome {
+// markUnrecorded marks Unreachable the copyable rows a failed pass did not
+// reach.
+func (e *Engine) markUnrecorded(copies []desiredCopy, err error) {
+	for _, c := range copies {
+		if !c.copyable {
+			continue
+		}
+		if st, ok := e.Status(c.rowKey); ok && st.Phase == courier.CopyPhaseUnreachable {
+			continue
+		}
+		e.record(c.rowKey, copyview.EngineStatus{Phase: courier.CopyPhaseUnreachable, Message: err.Error()})
+	}
+}
+
+// action is what one copy needs.
+type action int
+
+const (
+	actionNone     action = iota // current, or nothing can be done (status says why)
+	actionCreate                 // missing downstream
+	actionUpdate                 // ours, differs
+	actionRecreate               // ours, immutable or type changed: delete and create
+)
+
+// plan is one copy's read-only assessment.
+type plan struct {
+	action action
+	want   object
+	cur    object
+	ops    kindOps
+	srcRV  string
+	out    outcome // final outcome when action is actionNone
+}
+
+// syncGroup plans, checks and writes one group's copies. It returns one
+// outcome per copy, and an error when the cluster is unreachable.
+func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, group []desiredCopy,
+	fallback func() (bool, error), namespaces map[string]bool) ([]outcome, error) {
+	out := make([]outcome, len(group))
+	all := func(o outcome) []outcome {
+		for i := range out {
+			out[i] = o
+		}
+		return out
+	}
+	id, refusal, err := e.resolveIdentity(ctx, client, group[0].serviceAccount, fallback)
+	if err != nil {
+		o := e.writeFailed(cluster, "looking up the ServiceAccount", err)
+		return all(o), o.fatal
+	}
+	if refusal != "" {
+		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
+		return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
+			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
+	}
+
+	plans := make([]plan, len(group))
+	var needs []access
+	for i, c := range group {
+		plans[i] = e.planCopy(ctx, client, id, cluster, c)
+		if plans[i].out.fatal != nil {
+			return all(plans[i].out), plans[i].out.fatal
+		}
+		p := plans[i]
+		resource := strings.ToLower(c.kind) + "s"
+		switch p.action {
+		case actionCreate:
+			exists, ok := namespaces[c.targetNS]
+			if !ok {
+				_, err := client.Kube.CoreV1().Namespaces().Get(ctx, c.targetNS, metav1.GetOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					o := e.writeFailed(cluster, "reading namespace "+c.targetNS, err)
+					return all(o), o.fatal
+				}
+				exists = err == nil
+				namespaces[c.targetNS] = exists
+			}
+			if !exists {
+				needs = append(needs, access{verb: "create", resource: "namespaces", name: c.targetNS})
+			}
+			needs = append(needs, access{verb: "create", resource: resource, namespace: c.targetNS})
+		case actionUpdate:
+			needs = append(needs, access{verb: "update", resource: resource, namespace: c.targetNS})
+		case actionRecreate:
+			needs = append(needs, access{verb: "delete", resource: resource, namespace: c.targetNS},
+				access{verb: "create", resource: resource, namespace: c.targetNS})
+		}
+	}
+	if len(needs) > 0 {
+		denied, err := checkAccess(ctx, id, needs)
+		if err != nil {
+			o := e.writeFailed(cluster, "checking the permissions of "+id.user(), err)
+			return all(o), o.fatal
+		}
+		if denied != "" {
+			copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
+			return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
+				status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: fmt.Sprintf("cluster %s: %s", cluster.Name, denied)}}), nil
+		}
+	}
+	for i, c := range group {
+		out[i] = e.execute(ctx, client, id, cluster, c, plans[i], namespaces)
+		if out[i].fatal != nil {
+			return out, out[i].fatal
+		}
+	}
+	return out, nil
+}
+
+// planCopy reads the source and the downstream object and decides what the
+// copy needs, without writing.
+func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, c desiredCopy) plan {
 	what := describe(c.kind, c.targetNS, c.name)
 	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV)
 	if apierrors.IsNotFound(err) {
-		return outcome{status: copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
-			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}
+		return plan{out: outcome{status: copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
+			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}}
 	} else if err != nil {
-		return outcome{retry: true, reason: "SourceReadFailed", status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
-			Message: fmt.Sprintf("reading %s %s/%s upstream: %v", c.kind, c.helmOp.Namespace, c.name, err)}}
+		return plan{out: outcome{retry: true, reason: "SourceReadFailed", status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+			Message: fmt.Sprintf("reading %s %s/%s upstream: %v", c.kind, c.helmOp.Namespace, c.name, err)}}}
 	}
 	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
 	srcMeta, _ := metaOf(src)
-	srcRV := srcMeta.GetResourceVersion()
-	ops := objectOps(client, c.kind)
-	want := ops.desired(src, c.targetNS, owner)
+	p := plan{ops: objectOps(client, id.writer, c.kind), srcRV: srcMeta.GetResourceVersion()}
+	p.want = p.ops.desired(src, c.targetNS, owner)
 
 	// The informer's copy answers the common case (already current) without
-	// a request; anything else is confirmed with a live read before writing.
-	if cur, ok := ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy && ops.upToDate(cur, want) {
+	// a request; anything else is confirmed with a live read.
+	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy && p.ops.upToDate(cur, p.want) {
 		copiesTotal.WithLabelValues("current", "").Inc()
-		return outcome{status: synced(srcRV, nil)}
+		p.out = outcome{status: synced(p.srcRV, nil)}
+		return p
 	}
-	cur, err := ops.get(ctx, c.targetNS, c.name)
+	cur, err := p.ops.get(ctx, c.targetNS, c.name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := ensureNamespace(ctx, client, c.targetNS); err != nil {
-			return e.writeFailed(c, cluster, fmt.Sprintf("creating namespace %s", c.targetNS), err)
-		}
-		if err := ops.create(ctx, want); err != nil {
-			return e.writeFailed(c, cluster, "creating "+what, err)
-		}
-		return e.written(c, srcRV, "Created")
+		p.action = actionCreate
+		return p
 	case err != nil:
-		return e.writeFailed(c, cluster, "reading "+what, err)
+		p.out = e.writeFailed(cluster, "reading "+what, err)
+		return p
 	}
-
+	p.cur = cur
 	switch copyspec.OwnershipOf(cur, owner) {
 	case copyspec.NotManaged:
 		copiesTotal.WithLabelValues("failed", "Conflict").Inc()
-		return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
+		p.out = outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
 			Message: fmt.Sprintf("%s exists in cluster %s and is not managed by Courier; it is left unchanged", what, cluster.Name)}}
 	case copyspec.OtherOwner:
-		claimed := cur.GetAnnotations()[copyspec.AnnotationHelmOp]
 		copiesTotal.WithLabelValues("failed", "Conflict").Inc()
-		return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
-			Message: fmt.Sprintf("%s exists in cluster %s and belongs to another owner (HelmOp %q); it is left unchanged", what, cluster.Name, claimed)}}
-	}
-	if ops.upToDate(cur, want) {
-		copiesTotal.WithLabelValues("current", "").Inc()
-		return outcome{status: synced(srcRV, nil)}
-	}
-	if ops.needsRecreate(cur, want) {
-		uid := cur.GetUID()
-		if err := ops.delete(ctx, c.targetNS, c.name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
-			return e.writeFailed(c, cluster, "replacing immutable "+what, err)
+		p.out = outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
+			Message: fmt.Sprintf("%s exists in cluster %s and belongs to another owner (HelmOp %q); it is left unchanged",
+				what, cluster.Name, cur.GetAnnotations()[copyspec.AnnotationHelmOp])}}
+	default:
+		switch {
+		case p.ops.upToDate(cur, p.want):
+			copiesTotal.WithLabelValues("current", "").Inc()
+			p.out = outcome{status: synced(p.srcRV, nil)}
+		case p.ops.needsRecreate(cur, p.want):
+			p.action = actionRecreate
+		default:
+			p.action = actionUpdate
 		}
-		if err := ops.create(ctx, want); err != nil {
-			return e.writeFailed(c, cluster, "replacing immutable "+what, err)
+	}
+	return p
+}
+
+// execute carries out a plan with the group's identity.
+func (e *Engine) execute(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, c desiredCopy, p plan, namespaces map[string]bool) outcome {
+	what := describe(c.kind, c.targetNS, c.name)
+	switch p.action {
+	case actionCreate:
+		if !namespaces[c.targetNS] {
+			_, err := id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.targetNS}}, metav1.CreateOptions{FieldManager: "courier"})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return e.writeFailed(cluster, fmt.Sprintf("creating namespace %s as %s", c.targetNS, id.user()), err)
+			}
+			namespaces[c.targetNS] = true
 		}
-		return e.written(c, srcRV, "Replaced")
+		if err := p.ops.create(ctx, p.want); err != nil {
+			return e.writeFailed(cluster, fmt.Sprintf("creating %s as %s", what, id.user()), err)
+		}
+		return e.written(c, p.srcRV, "Created")
+	case actionRecreate:
+		uid := p.cur.GetUID()
+		if err := p.ops.delete(ctx, c.targetNS, c.name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
+		}
+		if err := p.ops.create(ctx, p.want); err != nil {
+			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
+		}
+		return e.written(c, p.srcRV, "Replaced")
+	case actionUpdate:
+		p.want.SetResourceVersion(p.cur.GetResourceVersion())
+		if err := p.ops.update(ctx, p.want); err != nil {
+			return e.writeFailed(cluster, fmt.Sprintf("updating %s as %s", what, id.user()), err)
+		}
+		return e.written(c, p.srcRV, "Updated")
 	}
-	want.SetResourceVersion(cur.GetResourceVersion())
-	if err := ops.update(ctx, want); err != nil {
-		return e.writeFailed(c, cluster, "updating "+what, err)
-	}
-	return e.written(c, srcRV, "Updated")
+	return p.out
 }
 
 func synced(rv string, at *metav1.Time) copyview.EngineStatus {
@@ -192,7 +350,7 @@ func (e *Engine) written(c desiredCopy, srcRV, how string) outcome {
 }
 
 // writeFailed turns a downstream error into a row status.
-func (e *Engine) writeFailed(c desiredCopy, cluster *fleet.Cluster, doing string, err error) outcome {
+func (e *Engine) writeFailed(cluster *fleet.Cluster, doing string, err error) outcome {
 	switch {
 	case unreachable(err):
 		copiesTotal.WithLabelValues("failed", "Unreachable").Inc()
@@ -234,7 +392,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
 	}
 	for _, kind := range []string{"Secret", "ConfigMap"} {
-		ops := objectOps(client, kind)
+		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
 		managed, err := ops.listManaged(ctx)
 		if err != nil {
 			return err
@@ -266,19 +424,6 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 
 func copyID(helmOp types.NamespacedName, kind, ns, name string) string {
 	return helmOp.String() + "|" + strings.ToLower(kind) + "|" + ns + "/" + name
-}
-
-// ensureNamespace creates the destination namespace if it is missing.
-func ensureNamespace(ctx context.Context, client *downstream.Client, ns string) error {
-	_, err := client.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	_, err = client.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }
 
 // unreachable reports whether err means the cluster could not be reached,

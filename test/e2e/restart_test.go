@@ -20,6 +20,17 @@ import (
 // "verb resource ns/name" strings.
 func courierWrites(t *testing.T, i int) []string {
 	t.Helper()
+	var out []string
+	for _, w := range courierWritesAs(t, i) {
+		out = append(out, strings.SplitN(w, " as ", 2)[0])
+	}
+	return out
+}
+
+// courierWritesAs is courierWrites with " as <user>" appended: the
+// impersonated user when Courier wrote as a ServiceAccount.
+func courierWritesAs(t *testing.T, i int) []string {
+	t.Helper()
 	f, err := os.Open(env.Downstreams[i].AuditLog)
 	if err != nil {
 		t.Fatal(err)
@@ -36,13 +47,23 @@ func courierWrites(t *testing.T, i int) []string {
 			ObjectRef struct {
 				Resource, Namespace, Name string
 			} `json:"objectRef"`
+			User struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ImpersonatedUser *struct {
+				Username string `json:"username"`
+			} `json:"impersonatedUser"`
 		}
 		if json.Unmarshal(s.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, "courier") {
 			continue
 		}
 		switch ev.Verb {
 		case "create", "update", "patch", "delete", "deletecollection":
-			out = append(out, ev.Verb+" "+ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name)
+			as := ev.User.Username
+			if ev.ImpersonatedUser != nil {
+				as = ev.ImpersonatedUser.Username
+			}
+			out = append(out, ev.Verb+" "+ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name+" as "+as)
 		}
 	}
 	return out

@@ -50,6 +50,11 @@ type Options struct {
 	UpstreamID string
 	// CopyWorkers is how many downstream clusters are reconciled at once.
 	CopyWorkers int
+	// AgentNamespace is where ServiceAccounts are looked up downstream.
+	AgentNamespace string
+	// RequireServiceAccount refuses to copy for a HelmOp with no
+	// ServiceAccount (no fallback to Courier's own identity).
+	RequireServiceAccount bool
 
 	StdOut io.Writer
 	StdErr io.Writer
@@ -71,6 +76,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		Logs:                     logs.NewOptions(),
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
 		CopyWorkers:              4,
+		AgentNamespace:           "cattle-fleet-system",
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -88,6 +94,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	courier := fss.FlagSet("courier")
 	courier.StringVar(&o.UpstreamID, "upstream-id", o.UpstreamID,
 		"Identifies the upstream cluster in the owner label and courier.dev/upstream annotation of every copy. Default: the UID of the upstream's kube-system namespace.")
+	courier.StringVar(&o.AgentNamespace, "agent-namespace", o.AgentNamespace,
+		"Namespace of downstream clusters where HelmOps' ServiceAccounts (and the fallback ServiceAccount fleet-default) are looked up; copies are written as those ServiceAccounts.")
+	courier.BoolVar(&o.RequireServiceAccount, "require-service-account", o.RequireServiceAccount,
+		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	return fss

@@ -67,7 +67,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	views, err := newViews(genericConfig.ClientConfig, upstreamID, o.CopyWorkers)
+	views, err := newViews(genericConfig.ClientConfig, upstreamID, o)
 	if err != nil {
 		return err
 	}

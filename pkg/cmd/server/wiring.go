@@ -61,7 +61,7 @@ type views struct {
 	fieldCopies       *memstore.Store[*courier.FieldCopy]
 }
 
-func newViews(config *rest.Config, upstreamID string, workers int) (*views, error) {
+func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
 	fleetClient, err := fleetclient.NewForConfig(config)
 	if err != nil {
 		return nil, err
@@ -106,17 +106,20 @@ func newViews(config *rest.Config, upstreamID string, workers int) (*views, erro
 				v.controller.Enqueue()
 			}
 		},
-		Workers: workers,
+		Workers:               o.CopyWorkers,
+		AgentNamespace:        o.AgentNamespace,
+		RequireServiceAccount: o.RequireServiceAccount,
 	})
 	v.engine = eng
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 
 	inputs := copyview.Inputs{
-		HelmOps:       fleet.HelmOps().Lister(),
-		Clusters:      fleet.Clusters().Lister(),
-		ClusterGroups: fleet.ClusterGroups().Lister(),
-		Secrets:       secrets.Lister(),
-		ConfigMaps:    configMaps.Lister(),
+		HelmOps:        fleet.HelmOps().Lister(),
+		Clusters:       fleet.Clusters().Lister(),
+		ClusterGroups:  fleet.ClusterGroups().Lister(),
+		Secrets:        secrets.Lister(),
+		ConfigMaps:     configMaps.Lister(),
+		AgentNamespace: o.AgentNamespace,
 	}
 	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng,
 		fleet.HelmOps().Informer(), fleet.Clusters().Informer(), fleet.ClusterGroups().Informer(),

@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/courier-dev/courier/pkg/downstream"
+)
+
+// FallbackServiceAccount is the ServiceAccount, in the agent namespace,
+// that writes copies for a HelmOp naming none, when it exists downstream.
+const FallbackServiceAccount = "fleet-default"
+
+// identity is who writes a group of copies in one cluster.
+type identity struct {
+	// serviceAccount is "<namespace>/<name>", or "" for Courier's own
+	// identity.
+	serviceAccount string
+	// writer is the client writes go through: impersonating the
+	// ServiceAccount, or Courier's own.
+	writer kubernetes.Interface
+}
+
+func (id identity) user() string {
+	if id.serviceAccount == "" {
+		return "Courier's own identity"
+	}
+	ns, name, _ := strings.Cut(id.serviceAccount, "/")
+	return "ServiceAccount " + ns + "/" + name
+}
+
+// impersonators caches one impersonating clientset per cluster client and
+// ServiceAccount.
+type impersonators struct {
+	mu      sync.Mutex
+	clients map[impersonatorKey]kubernetes.Interface
+}
+
+type impersonatorKey struct {
+	client *downstream.Client
+	sa     string
+}
+
+func (i *impersonators) get(c *downstream.Client, sa string) (kubernetes.Interface, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.clients == nil {
+		i.clients = map[impersonatorKey]kubernetes.Interface{}
+	}
+	k := impersonatorKey{c, sa}
+	if cl, ok := i.clients[k]; ok {
+		return cl, nil
+	}
+	for key := range i.clients {
+		if key.client != c && key.sa == sa {
+			delete(i.clients, key) // the cluster's client was rebuilt
+		}
+	}
+	ns, name, _ := strings.Cut(sa, "/")
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
+	cl, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	i.clients[k] = cl
+	return cl, nil
+}
+
+// resolveIdentity picks who writes copies for a row (DESIGN §3.9): the
+// target's ServiceAccount, else FallbackServiceAccount in the agent
+// namespace if it exists in the cluster, else Courier's own identity --
+// unless a ServiceAccount is required. fallbackExists memoises the lookup
+// for one pass.
+func (e *Engine) resolveIdentity(ctx context.Context, client *downstream.Client, sa string, fallbackExists func() (bool, error)) (identity, string, error) {
+	if sa == "" {
+		ok, err := fallbackExists()
+		if err != nil {
+			return identity{}, "", err
+		}
+		if ok {
+			sa = e.cfg.AgentNamespace + "/" + FallbackServiceAccount
+		}
+	}
+	if sa == "" {
+		if e.cfg.RequireServiceAccount {
+			return identity{}, fmt.Sprintf("a ServiceAccount is required (--require-service-account): the HelmOp names none and %s/%s does not exist in the cluster",
+				e.cfg.AgentNamespace, FallbackServiceAccount), nil
+		}
+		return identity{writer: client.Kube}, "", nil
+	}
+	w, err := e.impersonate.get(client, sa)
+	if err != nil {
+		return identity{}, "", err
+	}
+	return identity{serviceAccount: sa, writer: w}, "", nil
+}
+
+// fallbackLookup returns a memoised check for the fallback ServiceAccount.
+func (e *Engine) fallbackLookup(ctx context.Context, client *downstream.Client) func() (bool, error) {
+	var once sync.Once
+	var exists bool
+	var err error
+	return func() (bool, error) {
+		once.Do(func() {
+			_, err = client.Kube.CoreV1().ServiceAccounts(e.cfg.AgentNamespace).Get(ctx, FallbackServiceAccount, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				exists = true
+			case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+				err = nil
+			}
+		})
+		return exists, err
+	}
+}
+
+// access is one permission a group of writes needs.
+type access struct {
+	verb, resource, namespace, name string
+}
+
+// checkAccess asks the cluster, as the writing ServiceAccount, whether it
+// may do everything the group's writes need (SelfSubjectAccessReview, which
+// any identity may create). Checking first means a forbidden write leaves
+// nothing half done: either every copy of the group can be written, or none
+// is. It returns a message naming what is missing, or "".
+func checkAccess(ctx context.Context, id identity, needs []access) (string, error) {
+	if id.serviceAccount == "" {
+		return "", nil
+	}
+	sort.Slice(needs, func(i, j int) bool {
+		a, b := needs[i], needs[j]
+		return a.namespace+a.resource+a.verb+a.name < b.namespace+b.resource+b.verb+b.name
+	})
+	var missing []string
+	seen := map[access]bool{}
+	for _, n := range needs {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: n.verb, Resource: n.resource, Namespace: n.namespace, Name: n.name},
+		}}
+		res, err := id.writer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		if !res.Status.Allowed {
+			switch {
+			case n.resource == "namespaces":
+				missing = append(missing, fmt.Sprintf("create the missing namespace %s", n.name))
+			default:
+				missing = append(missing, fmt.Sprintf("%s %s in namespace %s", n.verb, n.resource, n.namespace))
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("forbidden: %s may not %s; nothing was written", id.user(), strings.Join(missing, ", ")), nil
+}
