@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
@@ -106,6 +107,9 @@ type entry struct {
 	err     error
 }
 
+// testHookUnlocked, if set, runs in Get between finding a cluster's entry and locking it.
+var testHookUnlocked func()
+
 // NewCache returns an empty Cache. It panics if o.WatchSelector is nil: watching every
 // downstream Secret would cache other people's credentials.
 func NewCache(src SecretSource, o Options) *Cache {
@@ -146,6 +150,9 @@ func (c *Cache) Get(ctx context.Context, cluster *fleet.Cluster) (*Client, error
 			c.entries[key] = e
 		}
 		c.mu.Unlock()
+		if testHookUnlocked != nil {
+			testHookUnlocked()
+		}
 
 		select {
 		case e.sem <- struct{}{}:
@@ -210,6 +217,15 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 	invalid := func(err error) error {
 		return kerr(key, "kubeconfig in Secret %s is invalid: %s", ref, redact(err.Error(), data))
 	}
+	// Check before building: building already reads the files a kubeconfig
+	// names.
+	raw, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	if field := unsafeField(raw); field != "" {
+		return nil, kerr(key, "kubeconfig in Secret %s is refused: it uses %s, which would make Courier run a command or read a file of its own; embed the credentials instead", ref, field)
+	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
 	if err != nil {
 		return nil, invalid(err)
@@ -236,19 +252,7 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
-	changed := func() { c.o.OnChange(key) }
-	handler := toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { changed() },
-		UpdateFunc: func(old, cur any) {
-			if o, err1 := meta.Accessor(old); err1 == nil {
-				if n, err2 := meta.Accessor(cur); err2 == nil && o.GetResourceVersion() == n.GetResourceVersion() {
-					return // a relist, not a change
-				}
-			}
-			changed()
-		},
-		DeleteFunc: func(any) { changed() },
-	}
+	handler := changeHandler(func() { c.o.OnChange(key) })
 	si, ci := secrets.Informer(), configMaps.Informer()
 	for _, inf := range []toolscache.SharedIndexInformer{si, ci} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
@@ -263,6 +267,22 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 	}
 	factory.Start(cl.stop) // not waited for: callers check HasSynced
 	return cl, nil
+}
+
+// changeHandler calls changed on every add, delete and update but the updates of a relist.
+func changeHandler(changed func()) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, cur any) {
+			if o, err1 := meta.Accessor(old); err1 == nil {
+				if n, err2 := meta.Accessor(cur); err2 == nil && o.GetResourceVersion() == n.GetResourceVersion() {
+					return // a relist, not a change
+				}
+			}
+			changed()
+		},
+		DeleteFunc: func(any) { changed() },
+	}
 }
 
 // stopClient stops a client's informers without waiting for them; Stop waits.
@@ -347,4 +367,31 @@ func redact(msg string, data []byte) string {
 		pairs = append(pairs, w, "<redacted>")
 	}
 	return strings.NewReplacer(pairs...).Replace(msg)
+}
+
+// unsafeField names the first part of a kubeconfig that would act inside
+// Courier's own process: an exec or auth-provider plugin runs a command
+// there, and a file path reads Courier's files (its own ServiceAccount token,
+// say) and sends them to whatever server the kubeconfig names. Anyone who
+// may write a Cluster's kubeconfig Secret could otherwise take over Courier.
+// Every user and cluster entry is checked, not only the current context's.
+func unsafeField(cfg *clientcmdapi.Config) string {
+	for _, u := range cfg.AuthInfos {
+		switch {
+		case u.Exec != nil:
+			return "an exec credential plugin"
+		case u.AuthProvider != nil:
+			return "an auth-provider plugin"
+		case u.TokenFile != "":
+			return "tokenFile"
+		case u.ClientCertificate != "" || u.ClientKey != "":
+			return "client-certificate or client-key file paths"
+		}
+	}
+	for _, c := range cfg.Clusters {
+		if c.CertificateAuthority != "" {
+			return "a certificate-authority file path"
+		}
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
@@ -185,6 +187,15 @@ func waitDone(t *testing.T, cl *Client) {
 	case <-cl.done:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("informers of %s did not shut down", cl.Key)
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -519,7 +530,7 @@ func TestConcurrentGetBuildsOnce(t *testing.T) {
 			results[i] = cl
 		})
 	}
-	<-src.entered // one Get is reading the Secret; let the others pile up behind it
+	recv(t, src.entered, "a Get to read the Secret") // let the others pile up behind it
 	time.Sleep(50 * time.Millisecond)
 	close(src.hold)
 	wg.Wait()
@@ -544,7 +555,7 @@ func TestSlowClusterDoesNotDelayOthers(t *testing.T) {
 	c := newTestCache(t, slow, &fakes{}, nil)
 	defer close(slow.release)
 	go func() { _, _ = c.Get(context.Background(), cluster("ns", "s", "slow", "")) }()
-	<-slow.entered
+	recv(t, slow.entered, "the slow cluster's Secret read")
 
 	done := make(chan error, 1)
 	go func() {
@@ -699,6 +710,100 @@ func TestForgetAndStop(t *testing.T) {
 		t.Error("Get after Stop succeeded")
 	}
 	c.Stop() // idempotent
+}
+
+// A Get that found a cluster's entry just before Forget dropped it starts over with a new
+// entry instead of using the dropped one.
+func TestGetAfterConcurrentForget(t *testing.T) {
+	src := newSource(kcSecret("ns", "kc", "1", "https://one"))
+	c := newTestCache(t, src, &fakes{}, nil)
+	cl := cluster("ns", "c1", "kc", "")
+	first, err := c.Get(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testHookUnlocked = func() { testHookUnlocked = nil; c.Forget("ns/c1") }
+	defer func() { testHookUnlocked = nil }()
+	second, err := c.Get(context.Background(), cl)
+	if err != nil || second == nil || second == first {
+		t.Fatalf("Get racing Forget = %p, %v; want a new client (old one %p)", second, err, first)
+	}
+	waitDone(t, first)
+	c.Stop()
+	if !stopped(second) {
+		t.Error("the client built after Forget is out of Stop's reach")
+	}
+}
+
+func TestChangeHandler(t *testing.T) {
+	obj := func(rv string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}}
+	}
+	tests := []struct {
+		name string
+		call func(h toolscache.ResourceEventHandler)
+		want int
+	}{
+		{"add", func(h toolscache.ResourceEventHandler) { h.OnAdd(obj("1"), false) }, 1},
+		{"update", func(h toolscache.ResourceEventHandler) { h.OnUpdate(obj("1"), obj("2")) }, 1},
+		{"relist (same RV)", func(h toolscache.ResourceEventHandler) { h.OnUpdate(obj("1"), obj("1")) }, 0},
+		{"delete", func(h toolscache.ResourceEventHandler) { h.OnDelete(obj("1")) }, 1},
+		{"delete, final state unknown", func(h toolscache.ResourceEventHandler) {
+			h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: obj("1")})
+		}, 1},
+	}
+	for _, tc := range tests {
+		n := 0
+		tc.call(changeHandler(func() { n++ }))
+		if n != tc.want {
+			t.Errorf("%s: changed %d times, want %d", tc.name, n, tc.want)
+		}
+	}
+}
+
+// Gets racing Forget never return (nil, nil) and never leave a client running that Stop
+// cannot reach.
+func TestGetRacingForget(t *testing.T) {
+	src := newSource(kcSecret("ns", "kc", "1", "https://one"))
+	c := NewCache(src, Options{WatchSelector: managed, NewClientset: (&fakes{}).newClientset})
+	var (
+		mu   sync.Mutex
+		got  []*Client
+		wg   sync.WaitGroup
+		none atomic.Int32
+	)
+	for range 50 {
+		for range 3 {
+			wg.Go(func() {
+				cl, err := c.Get(context.Background(), cluster("ns", "c1", "kc", ""))
+				if cl == nil && err == nil {
+					none.Add(1)
+				}
+				if cl != nil {
+					mu.Lock()
+					got = append(got, cl)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Go(func() { c.Forget("ns/c1") })
+	}
+	wg.Wait()
+	c.Stop()
+	if n := none.Load(); n > 0 {
+		t.Errorf("%d Gets returned neither a client nor an error", n)
+	}
+	leaked := 0
+	for _, cl := range got {
+		select {
+		case <-cl.done:
+		default:
+			leaked++
+		}
+	}
+	if leaked > 0 {
+		t.Errorf("%d of %d clients still running after Stop", leaked, len(got))
+	}
 }
 
 func TestNewCacheRequiresSelector(t *testing.T) {
