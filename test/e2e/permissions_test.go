@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +157,47 @@ func TestServiceAccountCannotCreateNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSecret(t, 0, dest, "s", 60*time.Second, "copied once the namespace exists", secretData("k", "v"))
+}
+
+// TestLeastPrivilegeDownstreamIdentity runs a Cluster whose kubeconfig
+// authenticates as the ServiceAccount artifacts/downstream/rbac.yaml binds,
+// and nothing more: copies are written (as the HelmOp's ServiceAccount),
+// drift is watched, and removal works.
+func TestLeastPrivilegeDownstreamIdentity(t *testing.T) {
+	ctx := context.Background()
+	ds := env.Downstreams[0]
+	if _, err := env.Kubectl(ctx, ds, "apply", "-f", repoRoot+"/artifacts/downstream/rbac.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	token, err := env.Kubectl(ctx, ds, "create", "token", "courier", "-n", "courier-system", "--duration=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: d, cluster: {server: %q, certificate-authority-data: %q}}]
+users: [{name: courier, user: {token: %q}}]
+contexts: [{name: d, context: {cluster: d, user: courier}}]
+current-context: d
+`, ds.Config.Host, base64.StdEncoding.EncodeToString(ds.Config.CAData), strings.TrimSpace(token))
+
+	dest := "least-dest"
+	serviceAccountIn(t, 0, "limited", dest)
+	grant(t, 0, "limited", dest, []string{"secrets"}, []string{"get", "create", "update"})
+	w := newWorkspace(t, "ws-least", nil)
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "c1-kubeconfig"}, Data: map[string][]byte{"value": []byte(kubeconfig)}})
+	w.apply(selectAll("default"))
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, ServiceAccount: "limited", DownstreamResources: resources("Secret/s")}))
+	waitSecret(t, 0, dest, "s", 30*time.Second, "copied with the least-privilege identity", secretData("k", "v"))
+	w.waitRows(metav1.ListOptions{}, "c1/Secret/s@"+dest+"=Synced")
+
+	if err := downstream(t, 0).CoreV1().Secrets(dest).Delete(ctx, "s", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSecret(t, 0, dest, "s", 10*time.Second, "drift repaired", secretData("k", "v"))
+	if err := fleetClient(t).FleetV1alpha1().HelmOps(w.ns).Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSecret(t, 0, dest, "s", 10*time.Second, "removed", absentSecret)
 }
