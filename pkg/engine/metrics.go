@@ -5,6 +5,10 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	// Registers client-go's workqueue metrics (workqueue_depth,
+	// workqueue_adds_total, ... labelled name="courier_clusters") with the
+	// registry served on /metrics.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 )
 
 // Metrics served on /metrics. Labels never carry secret data: only the

@@ -58,6 +58,7 @@ func TestMetricsEventsAndNoLeaks(t *testing.T) {
 		`courier_copies_total{reason="Created",result="written"}`,
 		"courier_copy_propagation_seconds_bucket",
 		"courier_cluster_reachable{cluster=\"" + w.ns + "/c1\"} 1",
+		`workqueue_depth{name="courier_clusters"}`,
 		"apiserver_request_total", // the generic server's own metrics
 	} {
 		if !strings.Contains(metrics, want) {
