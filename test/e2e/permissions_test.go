@@ -201,3 +201,34 @@ current-context: d
 	}
 	waitSecret(t, 0, dest, "s", 10*time.Second, "removed", absentSecret)
 }
+
+// TestRequireServiceAccount restarts Courier with --require-service-account:
+// a HelmOp naming no ServiceAccount (with no fleet-default downstream) gets
+// a Forbidden row saying one is required, and nothing is written.
+func TestRequireServiceAccount(t *testing.T) {
+	dest := "require-dest"
+	w := newWorkspace(t, "ws-require", nil)
+	w.apply(selectAll("default"))
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
+
+	courier.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := courier.StartWith(ctx, []string{"--require-service-account"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		courier.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := courier.StartWith(ctx, nil); err != nil {
+			t.Errorf("restarting Courier without the flag: %v", err)
+		}
+	})
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")}))
+	w.waitMessage("Forbidden", "a ServiceAccount is required (--require-service-account)")
+	stays(t, 3*time.Second, "nothing is written", func() bool {
+		_, err := downstream(t, 0).CoreV1().Namespaces().Get(context.Background(), dest, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}

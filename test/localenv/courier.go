@@ -74,6 +74,7 @@ type Courier struct {
 	env       *Env
 	proc      *process
 	namespace string
+	baseArgs  []string // the flags StartCourier started it with
 }
 
 // StartCourier installs Courier's RBAC in the upstream cluster (kubectl
@@ -274,6 +275,16 @@ spec:
 // period). The APIService stays registered and turns unavailable.
 func (c *Courier) Stop() { c.proc.stop() }
 
+// Pid is the running Courier process's id, or 0 when it is not running.
+func (c *Courier) Pid() int {
+	if done, _ := c.proc.exited(); done {
+		return 0
+	}
+	c.proc.mu.Lock()
+	defer c.proc.mu.Unlock()
+	return c.proc.cmd.Process.Pid
+}
+
 // Start starts Courier again after Stop, on the same port with the same
 // flags, and waits as StartCourier does.
 func (c *Courier) Start(ctx context.Context) error {
@@ -450,4 +461,16 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// StartWith starts Courier again after Stop, like Start, with extra flags
+// added to the ones it was first started with (nil restores those).
+func (c *Courier) StartWith(ctx context.Context, extra []string) error {
+	c.proc.mu.Lock()
+	if c.baseArgs == nil {
+		c.baseArgs = append([]string(nil), c.proc.args...)
+	}
+	c.proc.args = append(append([]string(nil), c.baseArgs...), extra...)
+	c.proc.mu.Unlock()
+	return c.Start(ctx)
 }
