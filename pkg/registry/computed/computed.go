@@ -38,6 +38,11 @@ type Spec[T memstore.Object] struct {
 	FieldLabels []string
 	// Fields returns the values of FieldLabels for one object.
 	Fields func(T) fields.Set
+	// Columns are the server-side Table's columns (Priority 1: -o wide only).
+	Columns []metav1.TableColumnDefinition
+	// Cells returns one row's cells, in Columns order, given the name and
+	// age MetaToTableRow computed.
+	Cells func(obj T, name, age string) []interface{}
 }
 
 // Resource implements rest.Getter, the List half of rest.Lister and

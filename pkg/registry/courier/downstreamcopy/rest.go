@@ -42,6 +42,8 @@ func NewREST(store *memstore.Store[*courier.DownstreamCopy]) *REST {
 		NewList:       newList,
 		FieldLabels:   v1alpha1.DownstreamCopyFieldLabels,
 		Fields:        selectableFields,
+		Columns:       columns,
+		Cells:         cells,
 	})}
 }
 

@@ -1,12 +1,7 @@
 package downstreamcopy
 
 import (
-	"context"
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/api/meta/table"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 )
@@ -26,40 +21,18 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Synced-RV", Type: "string", Priority: 1, Description: "The source resourceVersion the downstream copy was made from."},
 }
 
-// ConvertToTable implements rest.TableConvertor for a DownstreamCopy (also
-// the empty one a watch sends as a bookmark) or a DownstreamCopyList.
-func (*REST) ConvertToTable(_ context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	t := &metav1.Table{}
-	switch o := object.(type) {
-	case *courier.DownstreamCopy:
-		t.ResourceVersion = o.ResourceVersion
-	case *courier.DownstreamCopyList:
-		t.ResourceVersion = o.ResourceVersion
-		t.Continue = o.Continue
-	default:
-		return nil, fmt.Errorf("cannot show %T as a table of downstreamcopies", object)
+// cells returns one row's cells, in columns order.
+func cells(o *courier.DownstreamCopy, name, age string) []interface{} {
+	return []interface{}{
+		name,
+		o.Spec.HelmOp,
+		o.Spec.Cluster,
+		o.Spec.Source.Kind,
+		o.Spec.Source.Name,
+		o.Spec.Target.Namespace,
+		string(o.Status.Phase),
+		age,
+		o.Status.Message,
+		o.Status.SyncedResourceVersion,
 	}
-	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || opts == nil || !opts.NoHeaders {
-		t.ColumnDefinitions = append([]metav1.TableColumnDefinition(nil), columns...)
-	}
-	var err error
-	t.Rows, err = table.MetaToTableRow(object, func(obj runtime.Object, _ metav1.Object, name, age string) ([]interface{}, error) {
-		o := obj.(*courier.DownstreamCopy)
-		return []interface{}{
-			name,
-			o.Spec.HelmOp,
-			o.Spec.Cluster,
-			o.Spec.Source.Kind,
-			o.Spec.Source.Name,
-			o.Spec.Target.Namespace,
-			string(o.Status.Phase),
-			age,
-			o.Status.Message,
-			o.Status.SyncedResourceVersion,
-		}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }

@@ -42,6 +42,8 @@ func NewREST(store *memstore.Store[*courier.FieldCopy]) *REST {
 		NewList:       newList,
 		FieldLabels:   v1alpha1.FieldCopyFieldLabels,
 		Fields:        selectableFields,
+		Columns:       columns,
+		Cells:         cells,
 	})}
 }
 

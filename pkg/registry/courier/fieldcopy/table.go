@@ -1,12 +1,9 @@
 package fieldcopy
 
 import (
-	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta/table"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 )
@@ -24,40 +21,18 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Message", Type: "string", Priority: 1, Description: "Why the rule is in its phase."},
 }
 
-// ConvertToTable implements rest.TableConvertor for a FieldCopy (also the
-// empty one a watch sends as a bookmark) or a FieldCopyList.
-func (*REST) ConvertToTable(_ context.Context, object runtime.Object, tableOptions runtime.Object) (*metav1.Table, error) {
-	t := &metav1.Table{}
-	switch o := object.(type) {
-	case *courier.FieldCopy:
-		t.ResourceVersion = o.ResourceVersion
-	case *courier.FieldCopyList:
-		t.ResourceVersion = o.ResourceVersion
-		t.Continue = o.Continue
-	default:
-		return nil, fmt.Errorf("cannot show %T as a table of fieldcopies", object)
+// cells returns one row's cells, in columns order.
+func cells(o *courier.FieldCopy, name, age string) []interface{} {
+	return []interface{}{
+		name,
+		target(o),
+		o.Spec.DestinationPath,
+		source(o),
+		string(o.Spec.Mode),
+		string(o.Status.Phase),
+		age,
+		o.Status.Message,
 	}
-	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || opts == nil || !opts.NoHeaders {
-		t.ColumnDefinitions = append([]metav1.TableColumnDefinition(nil), columns...)
-	}
-	var err error
-	t.Rows, err = table.MetaToTableRow(object, func(obj runtime.Object, _ metav1.Object, name, age string) ([]interface{}, error) {
-		o := obj.(*courier.FieldCopy)
-		return []interface{}{
-			name,
-			target(o),
-			o.Spec.DestinationPath,
-			source(o),
-			string(o.Spec.Mode),
-			string(o.Status.Phase),
-			age,
-			o.Status.Message,
-		}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // target shows the target as kind/name, or nothing when it is unset (as on
