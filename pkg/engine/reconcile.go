@@ -61,9 +61,18 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	var retryErr error
 	fallback := e.fallbackLookup(ctx, client)
 	namespaces := map[string]bool{} // destination namespace -> exists
+	handled := map[string]bool{}
 	for _, group := range groupCopies(copies) {
 		out, fatal := e.syncGroup(ctx, client, cluster, group, fallback, namespaces)
+		fatalMsg := ""
 		for i, c := range group {
+			if out[i].status.Phase == "" {
+				continue // not reached: the cluster failed earlier in the group
+			}
+			handled[c.rowKey] = true
+			if out[i].fatal != nil {
+				fatalMsg = out[i].status.Message
+			}
 			if e.record(c.rowKey, out[i].status) {
 				changed = true
 				e.event(c, cluster, out[i])
@@ -73,8 +82,11 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			}
 		}
 		if fatal != nil {
+			if fatalMsg == "" {
+				fatalMsg = fmt.Sprintf("cluster %s is unreachable: %v", cluster.Name, fatal)
+			}
 			clusterReachable.WithLabelValues(key).Set(0)
-			e.markUnrecorded(copies, fatal)
+			e.markRest(copies, handled, fatalMsg)
 			e.cfg.OnStatusChange()
 			return fatal
 		}
@@ -130,17 +142,14 @@ func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg stri
 	}
 }
 
-// markUnrecorded marks Unreachable the copyable rows a failed pass did not
-// reach.
-func (e *Engine) markUnrecorded(copies []desiredCopy, err error) {
+// markRest marks Unreachable the copyable rows a failed pass did not reach;
+// rows it handled (a copy written before the cluster stopped answering,
+// say) keep what the pass recorded.
+func (e *Engine) markRest(copies []desiredCopy, handled map[string]bool, msg string) {
 	for _, c := range copies {
-		if !c.copyable {
-			continue
+		if c.copyable && !handled[c.rowKey] {
+			e.record(c.rowKey, copyview.EngineStatus{Phase: courier.CopyPhaseUnreachable, Message: msg})
 		}
-		if st, ok := e.Status(c.rowKey); ok && st.Phase == courier.CopyPhaseUnreachable {
-			continue
-		}
-		e.record(c.rowKey, copyview.EngineStatus{Phase: courier.CopyPhaseUnreachable, Message: err.Error()})
 	}
 }
 
