@@ -32,7 +32,7 @@ var syncedAt = &metav1.Time{Time: fixedNow.Truncate(time.Second)}
 
 const syncedMessage = "the copy matches its source"
 
-// saLookup is the engine's check, once per pass, for the fallback
+// saLookup is the engine's check for the fallback
 // ServiceAccount that writes for HelmOps naming none. The fake clusters
 // have none, so copies are written with Courier's own identity.
 const saLookup = "get serviceaccounts cattle-fleet-system/fleet-default"
@@ -97,25 +97,24 @@ func TestReconcileCreatesCopy(t *testing.T) {
 		{
 			name:     "namespace missing",
 			synced:   true,
-			wantDown: []string{saLookup, "get secrets apps/db", "get namespaces apps", "create namespaces apps", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/db"},
 		},
 		{
 			name:     "namespace exists",
 			synced:   true,
 			existing: []runtime.Object{targetNamespace},
-			wantDown: []string{saLookup, "get secrets apps/db", "get namespaces apps", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
 		},
 		{
 			name:     "keepResources",
 			synced:   true,
 			existing: []runtime.Object{targetNamespace},
 			keep:     true,
-			wantDown: []string{saLookup, "get secrets apps/db", "get namespaces apps", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
 		},
 		{
-			name: "informers not synced: the sweep lists live, by label",
-			wantDown: []string{saLookup, "get secrets apps/db", "get namespaces apps", "create namespaces apps", "create secrets apps/db",
-				"list secrets courier.dev/managed-by=courier", "list configmaps courier.dev/managed-by=courier"},
+			name:     "informers not synced: the sweep lists live, by label",
+			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/db", "list secrets courier.dev/managed-by=courier", "list configmaps courier.dev/managed-by=courier"},
 		},
 	}
 	for _, tc := range cases {
@@ -183,7 +182,7 @@ func TestReconcileCreatesConfigMapCopy(t *testing.T) {
 		t.Fatalf("reconcile: %v", err)
 	}
 
-	checkActions(t, "downstream", env.downActions(), []string{saLookup, "get configmaps apps/settings", "get namespaces apps", "create configmaps apps/settings"})
+	checkActions(t, "downstream", env.downActions(), []string{"get configmaps apps/settings", "get namespaces apps", saLookup, "create configmaps apps/settings"})
 	checkActions(t, "upstream", env.upActions(), []string{"get configmaps fleet-default/settings"})
 	got, ok := down.configMap(targetNS, "settings")
 	if !ok {
@@ -204,10 +203,8 @@ func TestReconcileAlreadyCurrent(t *testing.T) {
 		synced   bool
 		wantDown []string
 	}{
-		{name: "informers synced: no request for the copies", synced: true, wantDown: []string{saLookup}},
-		{name: "informers not synced: reads, no writes", wantDown: []string{saLookup,
-			"get configmaps apps/settings", "get secrets apps/db",
-			"list secrets courier.dev/managed-by=courier", "list configmaps courier.dev/managed-by=courier"}},
+		{name: "informers synced: no request for the copies", synced: true, wantDown: []string{}},
+		{name: "informers not synced: reads, no writes", wantDown: []string{"get configmaps apps/settings", "get secrets apps/db", "list secrets courier.dev/managed-by=courier", "list configmaps courier.dev/managed-by=courier"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,42 +254,42 @@ func TestReconcileRepairsDrift(t *testing.T) {
 			name:     "Secret data edited downstream",
 			src:      srcSecret("db", "7"),
 			cur:      secretCopy(srcSecret("db", "7"), targetNS, owner(appOp, "c1"), func(s *corev1.Secret) { s.Data["password"] = []byte("edited") }),
-			wantDown: []string{saLookup, "get secrets apps/db", "update secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "update secrets apps/db"},
 		},
 		{
 			name:     "label added downstream",
 			src:      srcSecret("db", "7"),
 			cur:      secretCopy(srcSecret("db", "7"), targetNS, owner(appOp, "c1"), func(s *corev1.Secret) { s.Labels["added"] = "by-someone" }),
-			wantDown: []string{saLookup, "get secrets apps/db", "update secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "update secrets apps/db"},
 		},
 		{
 			name:     "source changed upstream",
 			src:      withSecretData(srcSecret("db", "8"), canary+"-v2"),
 			cur:      secretCopy(srcSecret("db", "7"), targetNS, owner(appOp, "c1")),
-			wantDown: []string{saLookup, "get secrets apps/db", "update secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "update secrets apps/db"},
 		},
 		{
 			name:     "copy deleted downstream",
 			src:      srcSecret("db", "7"),
-			wantDown: []string{saLookup, "get secrets apps/db", "get namespaces apps", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
 		},
 		{
 			name:     "immutable copy with other data",
 			src:      withSecretData(secretWith(srcSecret("db", "8"), immutable), canary+"-v2"),
 			cur:      secretCopy(secretWith(srcSecret("db", "7"), immutable), targetNS, owner(appOp, "c1")),
-			wantDown: []string{saLookup, "get secrets apps/db", "delete secrets apps/db", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "delete secrets apps/db", "create secrets apps/db"},
 		},
 		{
 			name:     "Secret type changed",
 			src:      secretWith(srcSecret("db", "8"), func(s *corev1.Secret) { s.Type = "example.com/custom" }),
 			cur:      secretCopy(srcSecret("db", "7"), targetNS, owner(appOp, "c1")),
-			wantDown: []string{saLookup, "get secrets apps/db", "delete secrets apps/db", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "delete secrets apps/db", "create secrets apps/db"},
 		},
 		{
 			name:     "ConfigMap data edited downstream",
 			src:      srcConfigMap("settings", "9"),
 			cur:      configMapCopy(srcConfigMap("settings", "9"), targetNS, owner(appOp, "c1"), func(c *corev1.ConfigMap) { c.Data["url"] = "edited" }),
-			wantDown: []string{saLookup, "get configmaps apps/settings", "update configmaps apps/settings"},
+			wantDown: []string{"get configmaps apps/settings", saLookup, "update configmaps apps/settings"},
 		},
 		{
 			name: "immutable ConfigMap with other data",
@@ -302,7 +299,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 				return c
 			}(),
 			cur:      configMapCopy(srcConfigMap("settings", "9"), targetNS, owner(appOp, "c1"), func(c *corev1.ConfigMap) { c.Immutable = ptr(true) }),
-			wantDown: []string{saLookup, "get configmaps apps/settings", "delete configmaps apps/settings", "create configmaps apps/settings"},
+			wantDown: []string{"get configmaps apps/settings", saLookup, "delete configmaps apps/settings", "create configmaps apps/settings"},
 		},
 	}
 	for _, tc := range cases {
@@ -415,7 +412,7 @@ func TestReconcileConflict(t *testing.T) {
 				t.Fatalf("reconcile: %v", err)
 			}
 
-			checkActions(t, "downstream", env.downActions(), []string{saLookup, "get secrets apps/db"})
+			checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db"})
 			got, ok := down.secret(targetNS, "db")
 			if !ok {
 				t.Fatal("the object was deleted")
@@ -529,7 +526,7 @@ func TestSweepErrors(t *testing.T) {
 
 			err := env.reconcile(r)
 
-			checkActions(t, "downstream", env.downActions(), []string{saLookup, "delete secrets apps/old"})
+			checkActions(t, "downstream", env.downActions(), []string{"delete secrets apps/old"})
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("reconcile: %v, want no error", err)
@@ -576,7 +573,7 @@ func TestRowsNotCopied(t *testing.T) {
 			name:     "Pending row whose source was deleted since",
 			rows:     []*courier.DownstreamCopy{row("Secret", "db", "7", courier.CopyPhasePending)},
 			existing: []runtime.Object{oldCopy},
-			wantDown: []string{saLookup},
+			wantDown: []string{},
 			wantUp:   []string{"get secrets fleet-default/db"},
 			wantStatus: &copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
 				Message: "Secret fleet-default/db does not exist"},
@@ -647,8 +644,7 @@ func TestReconcileUnreachable(t *testing.T) {
 			refuse: refuseCreateOf("b"),
 			rows: []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending), row("Secret", "b", "1", courier.CopyPhasePending),
 				row("Secret", "c", "1", courier.CopyPhasePending)},
-			wantDown: []string{saLookup, "get secrets apps/a", "get namespaces apps", "get secrets apps/b", "get secrets apps/c",
-				"create namespaces apps", "create secrets apps/a", "create secrets apps/b"},
+			wantDown:      []string{"get secrets apps/a", "get namespaces apps", "get secrets apps/b", "get secrets apps/c", saLookup, "create namespaces apps", "create secrets apps/a", "create secrets apps/b"},
 			wantSynced:    []string{"a"},
 			wantMsgPrefix: "cluster c1 is unreachable: creating Secret apps/b as Courier's own identity: ",
 			failed:        "b",
@@ -658,8 +654,7 @@ func TestReconcileUnreachable(t *testing.T) {
 			refuse: refuseCreateOf("b"),
 			rows: []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending),
 				rowFor(otherOp.Name, "c1", "Secret", "b", "1", courier.CopyPhasePending), rowFor(otherOp.Name, "c1", "Secret", "c", "1", courier.CopyPhasePending)},
-			wantDown: []string{saLookup, "get secrets apps/a", "get namespaces apps", "create namespaces apps", "create secrets apps/a",
-				"get secrets apps/b", "get secrets apps/c", "create secrets apps/b"},
+			wantDown:      []string{"get secrets apps/a", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/a", "get secrets apps/b", "get secrets apps/c", "create secrets apps/b"},
 			wantSynced:    []string{"a"},
 			wantMsgPrefix: "cluster c1 is unreachable: creating Secret apps/b as Courier's own identity: ",
 			failed:        "b",
@@ -669,8 +664,8 @@ func TestReconcileUnreachable(t *testing.T) {
 			refuse: func(c *fakeCluster) { c.fail("*", "*", connRefused()) },
 			rows: []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending), row("Secret", "b", "1", courier.CopyPhasePending),
 				row("Secret", "c", "1", courier.CopyPhasePending)},
-			wantDown:      []string{saLookup},
-			wantMsgPrefix: "cluster c1 is unreachable: looking up the ServiceAccount: ",
+			wantDown:      []string{"get secrets apps/a"},
+			wantMsgPrefix: "cluster c1 is unreachable: reading Secret apps/a: ",
 			failed:        "a",
 		},
 	}
@@ -905,7 +900,8 @@ func TestReconcileRequireServiceAccount(t *testing.T) {
 		t.Errorf("reconcile: %v, want an error carrying %q so that the cluster is retried", err, msg)
 	}
 	checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: msg})
-	checkActions(t, "downstream", env.downActions(), []string{saLookup, "delete secrets apps/old"})
+	// Planned (read-only), then refused before any write; the sweep still runs.
+	checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db", "get namespaces apps", saLookup, "delete secrets apps/old"})
 	checkActions(t, "event", env.takeEvents(), []string{
 		"Warning Forbidden " + msg,
 		"Normal Removed Secret old removed from apps in cluster c1",

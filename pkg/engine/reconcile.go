@@ -184,21 +184,10 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		}
 		return out
 	}
-	id, refusal, err := e.resolveIdentity(ctx, client, group[0].serviceAccount, fallback)
-	if err != nil {
-		o := e.writeFailed(cluster, "looking up the ServiceAccount", err)
-		return all(o), o.fatal
-	}
-	if refusal != "" {
-		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
-		return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
-			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
-	}
-
 	plans := make([]plan, len(group))
 	var needs []access
 	for i, c := range group {
-		plans[i] = e.planCopy(ctx, client, id, cluster, c)
+		plans[i] = e.planCopy(ctx, client, cluster, c)
 		if plans[i].out.fatal != nil {
 			return all(plans[i].out), plans[i].out.fatal
 		}
@@ -227,7 +216,25 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 				access{verb: "create", resource: resource, namespace: c.targetNS})
 		}
 	}
-	if len(needs) > 0 {
+	if len(needs) == 0 {
+		for i := range plans {
+			out[i] = plans[i].out
+		}
+		return out, nil // nothing to write: no identity needed
+	}
+	// Who writes is only looked up when something is to be written, so a
+	// pass over current copies costs no request.
+	id, refusal, err := e.resolveIdentity(ctx, client, group[0].serviceAccount, fallback)
+	if err != nil {
+		o := e.writeFailed(cluster, "looking up the ServiceAccount", err)
+		return all(o), o.fatal
+	}
+	if refusal != "" {
+		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
+		return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
+			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
+	}
+	{
 		denied, err := checkAccess(ctx, id, needs)
 		if err != nil {
 			o := e.writeFailed(cluster, "checking the permissions of "+id.user(), err)
@@ -250,7 +257,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 
 // planCopy reads the source and the downstream object and decides what the
 // copy needs, without writing.
-func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, c desiredCopy) plan {
+func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, c desiredCopy) plan {
 	what := describe(c.kind, c.targetNS, c.name)
 	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV)
 	if apierrors.IsNotFound(err) {
@@ -262,7 +269,8 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, id ide
 	}
 	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
 	srcMeta, _ := metaOf(src)
-	p := plan{ops: objectOps(client, id.writer, c.kind), srcRV: srcMeta.GetResourceVersion()}
+	// Planning only reads; execute writes through the group's identity.
+	p := plan{ops: objectOps(client, client.Kube, c.kind), srcRV: srcMeta.GetResourceVersion()}
 	p.want = p.ops.desired(src, c.targetNS, owner)
 
 	// The informer's copy answers the common case (already current) without
@@ -309,6 +317,7 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, id ide
 // execute carries out a plan with the group's identity.
 func (e *Engine) execute(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, c desiredCopy, p plan, namespaces map[string]bool) outcome {
 	what := describe(c.kind, c.targetNS, c.name)
+	p.ops = objectOps(client, id.writer, c.kind)
 	switch p.action {
 	case actionCreate:
 		if !namespaces[c.targetNS] {
