@@ -51,6 +51,14 @@ test-e2e: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver \
 		$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
+## bench: Courier's fan-out latency and throughput side by side with a plain
+## client-go loop, and its memory under unrelated Secrets; prints one table
+## (see docs/benchmarks.md). Starts its own clusters: ~4 min on 2 cores once
+## the tools are built.
+bench: build
+	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_BENCH=1 \
+		$(GO) test -count=1 -timeout 30m -v ./test/bench/ -run Bench
+
 ## run: upstream + two downstream clusters + Courier with an example HelmOp.
 run: build
 	$(GO) run ./hack/localup up

@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// rssBytes reads VmRSS from /proc/<pid>/status.
+func rssBytes(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+			f := strings.Fields(rest) // "123456 kB"
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, fmt.Errorf("unexpected VmRSS line %q", s.Text())
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// cpuTime is the user plus system CPU time a process has used so far.
+func cpuTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// fields after it start with field 3 (state).
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// waitIdle waits until the process used at most 20 ms of CPU in a 500 ms
+// window (so one scenario does not start while Courier still works on the
+// previous one), or max passes.
+func waitIdle(t *testing.T, pid int, max time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(max)
+	prev, err := cpuTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		cur, err := cpuTime(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur-prev <= 20*time.Millisecond {
+			return
+		}
+		prev = cur
+	}
+	t.Logf("Courier was still busy after %s; going on", max)
+}
+
+// metrics is one scrape of Courier's /metrics: series ("name{labels}") to
+// value.
+type metrics map[string]float64
+
+// scrape reads Courier's /metrics directly (not through the aggregator),
+// as the upstream admin, whom Courier authorizes through the upstream
+// SubjectAccessReview.
+func scrape(ctx context.Context) (metrics, error) {
+	return scrapeFrom(ctx, courier.Config)
+}
+
+// scrapeDownstreams reads the /metrics of every downstream kube-apiserver
+// and adds them up.
+func scrapeDownstreams(ctx context.Context) (metrics, error) {
+	total := metrics{}
+	for _, ds := range env.Downstreams {
+		m, err := scrapeFrom(ctx, ds.Config)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ds.Name, err)
+		}
+		total.add(metrics{}, m)
+	}
+	return total, nil
+}
+
+// scrapeFrom reads and parses cfg.Host's /metrics.
+func scrapeFrom(ctx context.Context, cfg *rest.Config) (metrics, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hc.Timeout = 30 * time.Second
+	req, err := newGet(ctx, cfg.Host+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET /metrics: %s: %s", resp.Status, body)
+	}
+	m := metrics{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	return m, nil
+}
+
+// sum adds the values of the series of metric name whose labels contain
+// every one of labels (each written as `key="value"`).
+func (m metrics) sum(name string, labels ...string) float64 {
+	var total float64
+	for series, v := range m {
+		n, rest, _ := strings.Cut(series, "{")
+		if n != name {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			total += v
+		}
+	}
+	return total
+}
+
+// requests sums apiserver_request_total by verb and resource (with
+// subresource), leaving out zeros, e.g. "GET secrets 50".
+func (m metrics) requests() string {
+	by := map[string]float64{}
+	for series, v := range m {
+		name, labels, _ := strings.Cut(series, "{")
+		if name != "apiserver_request_total" || v == 0 {
+			continue
+		}
+		verb, resource, sub := label(labels, "verb"), label(labels, "resource"), label(labels, "subresource")
+		switch {
+		case resource == "": // a non-resource URL such as /apis, in subresource
+			resource = sub
+		case sub != "":
+			resource += "/" + sub
+		}
+		by[verb+" "+resource] += v
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return by[keys[i]] > by[keys[j]] || by[keys[i]] == by[keys[j]] && keys[i] < keys[j]
+	})
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %.4g", k, by[k]))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// label returns the value of key in a `k1="v1",k2="v2"}` label list.
+func label(labels, key string) string {
+	i := strings.Index(labels, key+`="`)
+	if i < 0 || (i > 0 && labels[i-1] != ',') {
+		return ""
+	}
+	v := labels[i+len(key)+2:]
+	if j := strings.IndexByte(v, '"'); j >= 0 {
+		return v[:j]
+	}
+	return ""
+}
+
+// scale divides every value by d.
+func (m metrics) scale(d float64) metrics {
+	out := metrics{}
+	for k, v := range m {
+		out[k] = v / d
+	}
+	return out
+}
+
+// add accumulates after - before into m, series by series.
+func (m metrics) add(before, after metrics) {
+	for k, v := range after {
+		m[k] += v - before[k]
+	}
+}
+
+// percentile returns the nearest-rank p-th percentile (0 < p <= 100).
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	if rank < 1 {
+		rank = 1
+	}
+	return s[rank-1]
+}
+
+// intsFromEnv reads a comma-separated list of positive integers from the
+// environment variable name, or returns def when it is unset.
+func intsFromEnv(t *testing.T, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
