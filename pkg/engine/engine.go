@@ -97,6 +97,7 @@ type Engine struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	sources     *sourceCache
 	impersonate impersonators
+	fallbacks   fallbackAnswers
 	now         func() time.Time
 
 	mu          sync.Mutex

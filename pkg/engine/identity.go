@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -105,22 +106,55 @@ func (e *Engine) resolveIdentity(ctx context.Context, client *downstream.Client,
 	return identity{serviceAccount: sa, writer: w}, "", nil
 }
 
-// fallbackLookup returns a memoised check for the fallback ServiceAccount.
+// fallbackTTL is how long the answer to "does the fallback ServiceAccount
+// exist in this cluster?" is reused: every write pass would otherwise ask
+// again, and one created later is picked up within this time.
+const fallbackTTL = 30 * time.Second
+
+// fallbackAnswers remembers, per cluster client, whether the fallback
+// ServiceAccount existed and when that was asked.
+type fallbackAnswers struct {
+	mu      sync.Mutex
+	answers map[*downstream.Client]fallbackAnswer
+}
+
+type fallbackAnswer struct {
+	exists bool
+	at     time.Time
+}
+
+// fallbackLookup returns a check for the fallback ServiceAccount that asks
+// the cluster at most once per fallbackTTL.
 func (e *Engine) fallbackLookup(ctx context.Context, client *downstream.Client) func() (bool, error) {
-	var once sync.Once
-	var exists bool
-	var err error
 	return func() (bool, error) {
-		once.Do(func() {
-			_, err = client.Kube.CoreV1().ServiceAccounts(e.cfg.AgentNamespace).Get(ctx, FallbackServiceAccount, metav1.GetOptions{})
-			switch {
-			case err == nil:
-				exists = true
-			case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-				err = nil
+		f := &e.fallbacks
+		f.mu.Lock()
+		a, ok := f.answers[client]
+		f.mu.Unlock()
+		if ok && e.now().Sub(a.at) < fallbackTTL {
+			return a.exists, nil
+		}
+		_, err := client.Kube.CoreV1().ServiceAccounts(e.cfg.AgentNamespace).Get(ctx, FallbackServiceAccount, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			a = fallbackAnswer{exists: true, at: e.now()}
+		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+			a = fallbackAnswer{exists: false, at: e.now()}
+		default:
+			return false, err
+		}
+		f.mu.Lock()
+		if f.answers == nil {
+			f.answers = map[*downstream.Client]fallbackAnswer{}
+		}
+		for c := range f.answers {
+			if c.Key == client.Key && c != client {
+				delete(f.answers, c) // the cluster's client was rebuilt
 			}
-		})
-		return exists, err
+		}
+		f.answers[client] = a
+		f.mu.Unlock()
+		return a.exists, nil
 	}
 }
 
