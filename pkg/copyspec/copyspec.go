@@ -207,3 +207,18 @@ type Claim struct {
 	Cluster string
 	Keep    bool
 }
+
+// WrittenFor reports whether a copy concerns the Fleet Cluster
+// "<namespace>/<name>": it names that cluster and a HelmOp in that
+// namespace. A copy that names no cluster (or is not readable as a copy)
+// concerns every Cluster, so nothing is missed.
+func WrittenFor(clusterKey string, obj metav1.Object) bool {
+	a := obj.GetAnnotations()
+	cluster, ok := a[AnnotationCluster]
+	if !ok {
+		return true
+	}
+	ns, name, _ := strings.Cut(clusterKey, "/")
+	helmOpNS, _, _ := strings.Cut(a[AnnotationHelmOp], "/")
+	return cluster == name && helmOpNS == ns
+}

@@ -389,3 +389,26 @@ func TestClaimedOwner(t *testing.T) {
 		})
 	}
 }
+
+func TestWrittenFor(t *testing.T) {
+	o := Owner{UpstreamID: "up-1", HelmOp: helmOp, Cluster: "c1"}
+	copyFor := Secret(&corev1.Secret{}, "apps", o)
+	tests := []struct {
+		name       string
+		clusterKey string
+		obj        metav1.Object
+		want       bool
+	}{
+		{"its own cluster", helmOp.Namespace + "/c1", copyFor, true},
+		{"another cluster of the workspace", helmOp.Namespace + "/c2", copyFor, false},
+		{"same cluster name in another workspace", "other-ws/c1", copyFor, false},
+		{"a copy naming no cluster concerns everyone", helmOp.Namespace + "/c2", Secret(&corev1.Secret{}, "apps", Owner{UpstreamID: "up-1", HelmOp: helmOp}), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := WrittenFor(tc.clusterKey, tc.obj); got != tc.want {
+				t.Errorf("WrittenFor(%q) = %v, want %v", tc.clusterKey, got, tc.want)
+			}
+		})
+	}
+}

@@ -51,6 +51,10 @@ type Options struct {
 	// OnChange is called with the cluster key ("<namespace>/<name>") when a watched downstream
 	// Secret or ConfigMap is added, changed or deleted. Must not block.
 	OnChange func(clusterKey string)
+	// Relevant, when set, filters the changes OnChange hears about: several
+	// Cluster objects may reach one kube-apiserver, and each one's informers
+	// see every copy there, but only changes to its own copies concern it.
+	Relevant func(clusterKey string, obj metav1.Object) bool
 	// UserAgent for downstream requests (default "courier").
 	UserAgent string
 	// NewConfig optionally post-processes the rest.Config built from the kubeconfig (tests, QPS tuning).
@@ -253,6 +257,18 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
 	handler := changeHandler(func() { c.o.OnChange(key) })
+	if c.o.Relevant != nil {
+		handler = toolscache.FilteringResourceEventHandler{
+			FilterFunc: func(obj any) bool {
+				if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				m, err := meta.Accessor(obj)
+				return err != nil || c.o.Relevant(key, m)
+			},
+			Handler: handler,
+		}
+	}
 	si, ci := secrets.Informer(), configMaps.Informer()
 	for _, inf := range []toolscache.SharedIndexInformer{si, ci} {
 		if _, err := inf.AddEventHandler(handler); err != nil {

@@ -814,3 +814,42 @@ func TestNewCacheRequiresSelector(t *testing.T) {
 	}()
 	NewCache(newSource(), Options{})
 }
+
+// With Options.Relevant set, OnChange hears only about the copies it
+// accepts: several Clusters may share one kube-apiserver.
+func TestRelevantFiltersChanges(t *testing.T) {
+	fk := &fakes{}
+	var mu sync.Mutex
+	var changes []string
+	onChange := func(key string) { mu.Lock(); changes = append(changes, key); mu.Unlock() }
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(changes) }
+	src := newSource(kcSecret("fleet-default", "kc", "1", "https://c1"))
+	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset, OnChange: onChange,
+		Relevant: func(_ string, obj metav1.Object) bool { return obj.GetAnnotations()["for"] == "c1" }})
+	t.Cleanup(c.Stop)
+	cl, err := c.Get(context.Background(), cluster("fleet-default", "c1", "kc", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "informers to sync", cl.HasSynced)
+	ctx := context.Background()
+	mk := func(name, forCluster string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name,
+			Labels: map[string]string{"courier.dev/managed-by": "courier"}, Annotations: map[string]string{"for": forCluster}}}
+		if _, err := cl.Kube.CoreV1().Secrets("app").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("other", "c2")
+	mk("mine", "c1")
+	waitFor(t, "OnChange for the relevant copy", func() bool { return count() >= 1 })
+	waitFor(t, "both copies in the cache", func() bool {
+		_, err1 := cl.Secrets.Secrets("app").Get("other")
+		_, err2 := cl.Secrets.Secrets("app").Get("mine")
+		return err1 == nil && err2 == nil
+	})
+	time.Sleep(200 * time.Millisecond) // handlers run after the cache is updated
+	if n := count(); n != 1 {
+		t.Errorf("OnChange called %d times, want 1 (only for the relevant copy)", n)
+	}
+}

@@ -273,11 +273,22 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	p := plan{ops: objectOps(client, client.Kube, c.kind), srcRV: srcMeta.GetResourceVersion()}
 	p.want = p.ops.desired(src, c.targetNS, owner)
 
-	// The informer's copy answers the common case (already current) without
-	// a request; anything else is confirmed with a live read.
-	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy && p.ops.upToDate(cur, p.want) {
-		copiesTotal.WithLabelValues("current", "").Inc()
-		p.out = outcome{status: synced(p.srcRV, nil)}
+	// The informer holds Courier's own copies: when it has this one, it
+	// answers without a request -- already current, or to be updated from
+	// the cached resourceVersion (a stale one only costs a 409 and a retry).
+	// Anything else (absent from the cache, or not ours) is read live, which
+	// is how a same-named object Courier does not own is found.
+	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy {
+		p.cur = cur
+		switch {
+		case p.ops.upToDate(cur, p.want):
+			copiesTotal.WithLabelValues("current", "").Inc()
+			p.out = outcome{status: synced(p.srcRV, nil)}
+		case p.ops.needsRecreate(cur, p.want):
+			p.action = actionRecreate
+		default:
+			p.action = actionUpdate
+		}
 		return p
 	}
 	cur, err := p.ops.get(ctx, c.targetNS, c.name)
@@ -342,7 +353,25 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 		return e.written(c, p.srcRV, "Replaced")
 	case actionUpdate:
 		p.want.SetResourceVersion(p.cur.GetResourceVersion())
-		if err := p.ops.update(ctx, p.want); err != nil {
+		err := p.ops.update(ctx, p.want)
+		if apierrors.IsConflict(err) {
+			// The cached copy was stale: read it live and try once more.
+			var cur object
+			if cur, err = p.ops.get(ctx, c.targetNS, c.name); err == nil {
+				owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name}
+				if copyspec.OwnershipOf(cur, owner) != copyspec.OwnedBy {
+					copiesTotal.WithLabelValues("failed", "Conflict").Inc()
+					return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
+						Message: fmt.Sprintf("%s in cluster %s was replaced by an object Courier does not own; it is left unchanged", what, cluster.Name)}}
+				}
+				if p.ops.upToDate(cur, p.want) {
+					return outcome{status: synced(p.srcRV, nil)}
+				}
+				p.want.SetResourceVersion(cur.GetResourceVersion())
+				err = p.ops.update(ctx, p.want)
+			}
+		}
+		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("updating %s as %s", what, id.user()), err)
 		}
 		return e.written(c, p.srcRV, "Updated")

@@ -92,6 +92,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
 		WatchSelector: copyspec.ManagedSelector(),
 		OnChange:      func(key string) { eng.ClusterChanged(key) },
+		Relevant:      copyspec.WrittenFor,
 		UserAgent:     "courier",
 	})
 	eng = engine.New(engine.Config{
