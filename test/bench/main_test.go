@@ -20,8 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,60 +67,15 @@ func skipReason() string {
 func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	repoRoot, err := localenv.RepoRoot()
-	if err != nil {
-		return 0, err
-	}
-	binDir, err := toolsBin(ctx, repoRoot)
-	if err != nil {
-		return 0, err
-	}
-	binary := os.Getenv("COURIER_BINARY")
-	if binary == "" {
-		binary = filepath.Join(repoRoot, "_output", "bin", "courier-apiserver")
-		if err := localenv.BuildCourier(ctx, repoRoot, binary); err != nil {
-			return 0, err
-		}
-	}
-	fleetCRDs, err := findFleetCRDs(repoRoot)
-	if err != nil {
-		return 0, err
-	}
-	dir, err := os.MkdirTemp("", "courier-bench-")
-	if err != nil {
-		return 0, err
-	}
-	logf := func(format string, args ...any) { fmt.Printf("bench: "+format+"\n", args...) }
-	start := time.Now()
-	env, err = localenv.Start(ctx, localenv.Options{Dir: dir, BinDir: binDir, Downstreams: 2, ReadyTimeout: 3 * time.Minute, Log: logf})
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		env.Stop()
-		if os.Getenv("COURIER_BENCH_KEEP") == "" {
-			_ = os.RemoveAll(dir)
-		} else {
-			logf("kept %s", dir)
-		}
-	}()
-	logf("clusters ready in %s", time.Since(start).Round(time.Second))
-
-	if _, err := env.Kubectl(ctx, env.Upstream, "apply", "-f", fleetCRDs); err != nil {
-		return 0, fmt.Errorf("installing Fleet's CRDs: %w", err)
-	}
-	if _, err := env.Kubectl(ctx, env.Upstream, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/helmops.fleet.cattle.io", "crd/clusters.fleet.cattle.io", "crd/clustergroups.fleet.cattle.io"); err != nil {
-		return 0, err
-	}
 	// COURIER_BENCH_ARGS adds flags to Courier (for example -v=2 to see
 	// where its time goes); the default is Courier as users run it.
-	args := strings.Fields(os.Getenv("COURIER_BENCH_ARGS"))
-	courier, err = env.StartCourier(ctx, localenv.CourierOptions{Binary: binary, RepoRoot: repoRoot, Args: args})
+	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "bench",
+		CourierArgs: strings.Fields(os.Getenv("COURIER_BENCH_ARGS")), Keep: os.Getenv("COURIER_BENCH_KEEP") != ""})
 	if err != nil {
 		return 0, err
 	}
-	logf("courier available in %s (pid %d, log %s, extra args %q)", time.Since(start).Round(time.Second), courier.Pid(), courier.LogPath, args)
+	defer suite.Stop()
+	env, courier = suite.Env, suite.Courier
 
 	load := loadAverage()
 	code := m.Run()
@@ -141,35 +94,6 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "unknown"
-}
-
-// toolsBin returns the directory of the Kubernetes and etcd binaries:
-// $COURIER_TOOLS_BIN, else what hack/build-tools.sh builds or finds cached.
-func toolsBin(ctx context.Context, repoRoot string) (string, error) {
-	if dir := os.Getenv("COURIER_TOOLS_BIN"); dir != "" {
-		return dir, nil
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "hack", "build-tools.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/build-tools.sh: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// findFleetCRDs returns Fleet's real CRDs: $COURIER_FLEET_CRDS, else the
-// shared/fleet-crds directory next to the repository (as test/e2e does).
-func findFleetCRDs(repoRoot string) (string, error) {
-	for _, dir := range []string{os.Getenv("COURIER_FLEET_CRDS"), filepath.Join(repoRoot, "..", "shared", "fleet-crds")} {
-		if dir == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, "helmops.yaml")); err == nil {
-			return dir, nil
-		}
-	}
-	return "", fmt.Errorf("Fleet's CRDs not found: set COURIER_FLEET_CRDS to a directory holding helmops.yaml, clusters.yaml and clustergroups.yaml")
 }
 
 // TestBench runs the scenarios in a fixed order: memory first, on a fresh

@@ -27,48 +27,45 @@ func downstream(t *testing.T, i int) kubernetes.Interface {
 	return c
 }
 
-// waitSecret waits up to timeout until cond holds for the Secret in
-// downstream cluster i (nil when it does not exist).
-func waitSecret(t *testing.T, i int, ns, name string, timeout time.Duration, what string, cond func(*corev1.Secret) bool) {
+// waitFor waits up to timeout until cond holds for an object in downstream
+// cluster i (nil when it does not exist), read with get.
+func waitFor[T any](t *testing.T, i int, ns, name string, timeout time.Duration, what string,
+	get func(ctx context.Context, c kubernetes.Interface) (*T, error), cond func(*T) bool) {
 	t.Helper()
 	c := downstream(t, i)
-	var last *corev1.Secret
+	var last *T
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		s, err := c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		obj, err := get(ctx, c)
 		switch {
 		case apierrors.IsNotFound(err):
 			last = nil
 		case err != nil:
 			return false, nil
 		default:
-			last = s
+			last = obj
 		}
 		return cond(last), nil
 	})
 	if err != nil {
-		t.Fatalf("downstream-%d Secret %s/%s: %s not reached within %s; last seen: %+v", i+1, ns, name, what, timeout, last)
+		t.Fatalf("downstream-%d %T %s/%s: %s not reached within %s; last seen: %+v", i+1, last, ns, name, what, timeout, last)
 	}
 }
 
+// waitSecret waits until cond holds for the Secret in downstream cluster i.
+func waitSecret(t *testing.T, i int, ns, name string, timeout time.Duration, what string, cond func(*corev1.Secret) bool) {
+	t.Helper()
+	waitFor(t, i, ns, name, timeout, what, func(ctx context.Context, c kubernetes.Interface) (*corev1.Secret, error) {
+		return c.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	}, cond)
+}
+
+// waitConfigMap waits until cond holds for the ConfigMap in downstream
+// cluster i.
 func waitConfigMap(t *testing.T, i int, ns, name string, timeout time.Duration, what string, cond func(*corev1.ConfigMap) bool) {
 	t.Helper()
-	c := downstream(t, i)
-	var last *corev1.ConfigMap
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		m, err := c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			last = nil
-		case err != nil:
-			return false, nil
-		default:
-			last = m
-		}
-		return cond(last), nil
-	})
-	if err != nil {
-		t.Fatalf("downstream-%d ConfigMap %s/%s: %s not reached within %s; last seen: %+v", i+1, ns, name, what, timeout, last)
-	}
+	waitFor(t, i, ns, name, timeout, what, func(ctx context.Context, c kubernetes.Interface) (*corev1.ConfigMap, error) {
+		return c.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	}, cond)
 }
 
 func secretData(key, value string) func(*corev1.Secret) bool {

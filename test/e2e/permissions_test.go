@@ -218,6 +218,9 @@ func TestRequireServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// Remove the HelmOp first, so Courier without the flag does not copy
+		// it with its own identity while the workspace is being deleted.
+		_ = fleetClient(t).FleetV1alpha1().HelmOps(w.ns).Delete(context.Background(), "app", metav1.DeleteOptions{})
 		courier.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

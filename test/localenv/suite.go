@@ -1,0 +1,127 @@
+package localenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// SuiteOptions configures StartSuite.
+type SuiteOptions struct {
+	// Name prefixes log lines and the work directory ("e2e", "bench").
+	Name string
+	// CourierArgs are extra flags for Courier.
+	CourierArgs []string
+	// Keep leaves the work directory (logs, audit logs) after Stop.
+	Keep bool
+}
+
+// Suite is what a test package runs against: real clusters with Fleet's
+// CRDs installed upstream and Courier registered as an APIService.
+type Suite struct {
+	Env     *Env
+	Courier *Courier
+	// RepoRoot is the repository's top directory.
+	RepoRoot string
+	// FleetCRDs is the directory of Fleet's real CRDs installed upstream.
+	FleetCRDs string
+	// BinDir holds kube-apiserver, kube-controller-manager, kubectl, etcd.
+	BinDir string
+
+	dir  string
+	keep bool
+	logf func(string, ...any)
+}
+
+// StartSuite finds or builds the tools (COURIER_TOOLS_BIN, else
+// hack/build-tools.sh) and Courier (COURIER_BINARY, else BuildCourier),
+// starts an upstream and two downstream clusters, installs Fleet's real
+// CRDs (FindFleetCRDs) and starts Courier. Stop undoes it all.
+func StartSuite(ctx context.Context, o SuiteOptions) (_ *Suite, err error) {
+	s := &Suite{keep: o.Keep, logf: func(format string, args ...any) { fmt.Printf(o.Name+": "+format+"\n", args...) }}
+	if s.RepoRoot, err = RepoRoot(); err != nil {
+		return nil, err
+	}
+	if s.BinDir, err = ToolsBin(ctx, s.RepoRoot); err != nil {
+		return nil, err
+	}
+	binary := os.Getenv("COURIER_BINARY")
+	if binary == "" {
+		binary = filepath.Join(s.RepoRoot, "_output", "bin", "courier-apiserver")
+		if err := BuildCourier(ctx, s.RepoRoot, binary); err != nil {
+			return nil, err
+		}
+	}
+	if s.FleetCRDs, err = FindFleetCRDs(s.RepoRoot); err != nil {
+		return nil, err
+	}
+	if s.dir, err = os.MkdirTemp("", "courier-"+o.Name+"-"); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	s.Env, err = Start(ctx, Options{Dir: s.dir, BinDir: s.BinDir, Downstreams: 2, ReadyTimeout: 3 * time.Minute, Log: s.logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	s.logf("clusters ready in %s", time.Since(start).Round(time.Second))
+	if _, err := s.Env.Kubectl(ctx, s.Env.Upstream, "apply", "-f", s.FleetCRDs); err != nil {
+		return nil, fmt.Errorf("installing Fleet's CRDs: %w", err)
+	}
+	if _, err := s.Env.Kubectl(ctx, s.Env.Upstream, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/helmops.fleet.cattle.io", "crd/clusters.fleet.cattle.io", "crd/clustergroups.fleet.cattle.io"); err != nil {
+		return nil, err
+	}
+	if s.Courier, err = s.Env.StartCourier(ctx, CourierOptions{Binary: binary, RepoRoot: s.RepoRoot, Args: o.CourierArgs}); err != nil {
+		return nil, err
+	}
+	s.logf("courier available in %s (pid %d, log %s)", time.Since(start).Round(time.Second), s.Courier.Pid(), s.Courier.LogPath)
+	return s, nil
+}
+
+// Stop stops every process and removes the work directory unless kept.
+func (s *Suite) Stop() {
+	s.Env.Stop()
+	if s.keep {
+		s.logf("kept %s", s.dir)
+		return
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// ToolsBin returns the directory of the Kubernetes and etcd binaries:
+// $COURIER_TOOLS_BIN, else what hack/build-tools.sh builds or finds cached.
+func ToolsBin(ctx context.Context, repoRoot string) (string, error) {
+	if dir := os.Getenv("COURIER_TOOLS_BIN"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "hack", "build-tools.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/build-tools.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// FindFleetCRDs returns Fleet's real CRDs: $COURIER_FLEET_CRDS, else the
+// shared/fleet-crds directory next to the repository.
+func FindFleetCRDs(repoRoot string) (string, error) {
+	for _, dir := range []string{os.Getenv("COURIER_FLEET_CRDS"), filepath.Join(repoRoot, "..", "shared", "fleet-crds")} {
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "helmops.yaml")); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("Fleet's CRDs not found: set COURIER_FLEET_CRDS to a directory holding helmops.yaml, clusters.yaml and clustergroups.yaml")
+}
