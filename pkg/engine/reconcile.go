@@ -279,16 +279,7 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	// Anything else (absent from the cache, or not ours) is read live, which
 	// is how a same-named object Courier does not own is found.
 	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy {
-		p.cur = cur
-		switch {
-		case p.ops.upToDate(cur, p.want):
-			copiesTotal.WithLabelValues("current", "").Inc()
-			p.out = outcome{status: synced(p.srcRV, nil)}
-		case p.ops.needsRecreate(cur, p.want):
-			p.action = actionRecreate
-		default:
-			p.action = actionUpdate
-		}
+		p.decide(cur)
 		return p
 	}
 	cur, err := p.ops.get(ctx, c.targetNS, c.name)
@@ -300,29 +291,37 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 		p.out = e.writeFailed(cluster, "reading "+what, err)
 		return p
 	}
-	p.cur = cur
 	switch copyspec.OwnershipOf(cur, owner) {
 	case copyspec.NotManaged:
-		copiesTotal.WithLabelValues("failed", "Conflict").Inc()
-		p.out = outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
-			Message: fmt.Sprintf("%s exists in cluster %s and is not managed by Courier; it is left unchanged", what, cluster.Name)}}
+		p.out = conflict(fmt.Sprintf("%s exists in cluster %s and is not managed by Courier; it is left unchanged", what, cluster.Name))
 	case copyspec.OtherOwner:
-		copiesTotal.WithLabelValues("failed", "Conflict").Inc()
-		p.out = outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
-			Message: fmt.Sprintf("%s exists in cluster %s and belongs to another owner (HelmOp %q); it is left unchanged",
-				what, cluster.Name, cur.GetAnnotations()[copyspec.AnnotationHelmOp])}}
+		p.out = conflict(fmt.Sprintf("%s exists in cluster %s and belongs to another owner (HelmOp %q); it is left unchanged",
+			what, cluster.Name, cur.GetAnnotations()[copyspec.AnnotationHelmOp]))
 	default:
-		switch {
-		case p.ops.upToDate(cur, p.want):
-			copiesTotal.WithLabelValues("current", "").Inc()
-			p.out = outcome{status: synced(p.srcRV, nil)}
-		case p.ops.needsRecreate(cur, p.want):
-			p.action = actionRecreate
-		default:
-			p.action = actionUpdate
-		}
+		p.decide(cur)
 	}
 	return p
+}
+
+// decide records what Courier's own copy cur needs: nothing, an update, or
+// (immutable, or a Secret type change) delete and create.
+func (p *plan) decide(cur object) {
+	p.cur = cur
+	switch {
+	case p.ops.upToDate(cur, p.want):
+		copiesTotal.WithLabelValues("current", "").Inc()
+		p.out = outcome{status: synced(p.srcRV, nil)}
+	case p.ops.needsRecreate(cur, p.want):
+		p.action = actionRecreate
+	default:
+		p.action = actionUpdate
+	}
+}
+
+// conflict is the outcome for a same-named object Courier must leave alone.
+func conflict(msg string) outcome {
+	copiesTotal.WithLabelValues("failed", "Conflict").Inc()
+	return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict, Message: msg}}
 }
 
 // execute carries out a plan with the group's identity.
@@ -360,9 +359,7 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 			if cur, err = p.ops.get(ctx, c.targetNS, c.name); err == nil {
 				owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name}
 				if copyspec.OwnershipOf(cur, owner) != copyspec.OwnedBy {
-					copiesTotal.WithLabelValues("failed", "Conflict").Inc()
-					return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
-						Message: fmt.Sprintf("%s in cluster %s was replaced by an object Courier does not own; it is left unchanged", what, cluster.Name)}}
+					return conflict(fmt.Sprintf("%s in cluster %s was replaced by an object Courier does not own; it is left unchanged", what, cluster.Name))
 				}
 				if p.ops.upToDate(cur, p.want) {
 					return outcome{status: synced(p.srcRV, nil)}
