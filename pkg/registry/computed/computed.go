@@ -43,6 +43,12 @@ type Spec[T memstore.Object] struct {
 	// Cells returns one row's cells, in Columns order, given the name and
 	// age MetaToTableRow computed.
 	Cells func(obj T, name, age string) []interface{}
+	// Kind, SingularName, ShortNames and Categories are what discovery
+	// says about the resource.
+	Kind         string
+	SingularName string
+	ShortNames   []string
+	Categories   []string
 }
 
 // Resource implements rest.Getter, the List half of rest.Lister and
@@ -150,3 +156,27 @@ func (r *Resource[T]) FieldSet(obj T) fields.Set {
 	}
 	return set
 }
+
+// New implements rest.Storage.
+func (r *Resource[T]) New() runtime.Object { return r.spec.New() }
+
+// NewList implements rest.Lister.
+func (r *Resource[T]) NewList() runtime.Object { return r.spec.NewList(nil, "") }
+
+// Destroy implements rest.Storage. The store belongs to the caller.
+func (r *Resource[T]) Destroy() {}
+
+// NamespaceScoped implements rest.Scoper: both views are namespaced.
+func (r *Resource[T]) NamespaceScoped() bool { return true }
+
+// GetSingularName implements rest.SingularNameProvider.
+func (r *Resource[T]) GetSingularName() string { return r.spec.SingularName }
+
+// ShortNames implements rest.ShortNamesProvider.
+func (r *Resource[T]) ShortNames() []string { return r.spec.ShortNames }
+
+// Categories implements rest.CategoriesProvider.
+func (r *Resource[T]) Categories() []string { return r.spec.Categories }
+
+// Kind implements rest.KindProvider.
+func (r *Resource[T]) Kind() string { return r.spec.Kind }

@@ -44,6 +44,10 @@ func NewREST(store *memstore.Store[*courier.DownstreamCopy]) *REST {
 		Fields:        selectableFields,
 		Columns:       columns,
 		Cells:         cells,
+		Kind:          "DownstreamCopy",
+		SingularName:  "downstreamcopy",
+		ShortNames:    []string{"dcp"},
+		Categories:    []string{"courier"},
 	})}
 }
 
@@ -66,27 +70,3 @@ func selectableFields(o *courier.DownstreamCopy) fields.Set {
 		"status.phase":     string(o.Status.Phase),
 	}
 }
-
-// New implements rest.Storage.
-func (*REST) New() runtime.Object { return &courier.DownstreamCopy{} }
-
-// NewList implements rest.Lister.
-func (*REST) NewList() runtime.Object { return &courier.DownstreamCopyList{} }
-
-// Destroy implements rest.Storage. The store belongs to the caller.
-func (*REST) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (*REST) NamespaceScoped() bool { return true }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (*REST) GetSingularName() string { return "downstreamcopy" }
-
-// ShortNames implements rest.ShortNamesProvider.
-func (*REST) ShortNames() []string { return []string{"dcp"} }
-
-// Categories implements rest.CategoriesProvider.
-func (*REST) Categories() []string { return []string{"courier"} }
-
-// Kind implements rest.KindProvider.
-func (*REST) Kind() string { return "DownstreamCopy" }

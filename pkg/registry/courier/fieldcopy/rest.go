@@ -44,6 +44,10 @@ func NewREST(store *memstore.Store[*courier.FieldCopy]) *REST {
 		Fields:        selectableFields,
 		Columns:       columns,
 		Cells:         cells,
+		Kind:          "FieldCopy",
+		SingularName:  "fieldcopy",
+		ShortNames:    nil,
+		Categories:    []string{"courier"},
 	})}
 }
 
@@ -66,27 +70,3 @@ func selectableFields(o *courier.FieldCopy) fields.Set {
 		"status.phase":         string(o.Status.Phase),
 	}
 }
-
-// New implements rest.Storage.
-func (*REST) New() runtime.Object { return &courier.FieldCopy{} }
-
-// NewList implements rest.Lister.
-func (*REST) NewList() runtime.Object { return &courier.FieldCopyList{} }
-
-// Destroy implements rest.Storage. The store belongs to the caller.
-func (*REST) Destroy() {}
-
-// NamespaceScoped implements rest.Scoper.
-func (*REST) NamespaceScoped() bool { return true }
-
-// GetSingularName implements rest.SingularNameProvider.
-func (*REST) GetSingularName() string { return "fieldcopy" }
-
-// ShortNames implements rest.ShortNamesProvider: fieldcopies has none.
-func (*REST) ShortNames() []string { return nil }
-
-// Categories implements rest.CategoriesProvider.
-func (*REST) Categories() []string { return []string{"courier"} }
-
-// Kind implements rest.KindProvider.
-func (*REST) Kind() string { return "FieldCopy" }
