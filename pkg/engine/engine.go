@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,6 +76,15 @@ type Config struct {
 	AgentNamespace string
 	// RequireServiceAccount refuses to write with Courier's own identity.
 	RequireServiceAccount bool
+	// Follower starts the engine observing only: it plans every copy from
+	// what it can read and records Synced, Pending, Conflict and the like,
+	// but writes nothing, removes nothing and records no Events until
+	// SetLeading(true). Replicas that are not the leader run this way so
+	// their rows read the same as the leader's.
+	Follower bool
+	// DrainTimeout bounds how long Run waits, once its context is done, for
+	// the groups of copies being written to finish (default 20 seconds).
+	DrainTimeout time.Duration
 }
 
 // desiredCopy is one row as the engine needs it.
@@ -99,6 +109,13 @@ type Engine struct {
 	impersonate impersonators
 	fallbacks   fallbackAnswers
 	now         func() time.Time
+
+	// leading is false while another replica holds the lease: the engine
+	// then observes and never writes.
+	leading atomic.Bool
+	// draining is set once Run's context is done: no new cluster or group
+	// is started, the ones in flight finish.
+	draining atomic.Bool
 
 	mu          sync.Mutex
 	haveDesired bool
@@ -126,8 +143,11 @@ func New(cfg Config) *Engine {
 	if cfg.OnStatusChange == nil {
 		cfg.OnStatusChange = func() {}
 	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 20 * time.Second
+	}
 	registerMetrics()
-	return &Engine{
+	e := &Engine{
 		cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, cfg.MaxBackoff),
@@ -138,7 +158,28 @@ func New(cfg Config) *Engine {
 		statuses:   map[string]copyview.EngineStatus{},
 		observedAt: map[string]time.Time{},
 	}
+	e.leading.Store(!cfg.Follower)
+	return e
 }
+
+// SetLeading switches the engine between writing (this replica holds the
+// lease) and observing. On becoming the leader every Cluster is queued:
+// copies that are already current cost no request, so a hand-over writes
+// only what the previous leader left undone.
+func (e *Engine) SetLeading(leading bool) {
+	if e.leading.Swap(leading) == leading {
+		return
+	}
+	e.mu.Lock()
+	ready := e.haveDesired
+	e.mu.Unlock()
+	if ready {
+		e.queueAllClusters()
+	}
+}
+
+// Leading reports whether the engine writes.
+func (e *Engine) Leading() bool { return e.leading.Load() }
 
 // SetDesired takes the full set of rows and queues every cluster whose
 // copies changed. The first call also queues every Cluster, so copies left
@@ -240,16 +281,21 @@ func (e *Engine) queueAllClusters() {
 	}
 }
 
-// Run reconciles until ctx is done; in-flight reconciles finish first.
+// Run reconciles until ctx is done. Shutting down never leaves a group of
+// copies half-written: once ctx is done no new cluster or group is
+// started, the groups being written finish (their requests are not
+// cancelled), and only after DrainTimeout are they abandoned.
 func (e *Engine) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	logger := klog.FromContext(ctx)
+	work, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
 	var wg sync.WaitGroup
 	for i := 0; i < e.cfg.Workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for e.processNext(ctx) {
+			for e.processNext(work) {
 			}
 		}()
 	}
@@ -261,10 +307,20 @@ func (e *Engine) Run(ctx context.Context) {
 			e.queueAllClusters()
 		}
 	}, e.cfg.ResyncPeriod)
-	logger.Info("Started copy engine", "workers", e.cfg.Workers)
+	logger.Info("Started copy engine", "workers", e.cfg.Workers, "leading", e.Leading())
 	<-ctx.Done()
-	e.queue.ShutDownWithDrain()
-	wg.Wait()
+	e.draining.Store(true)
+	e.queue.ShutDown()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+		logger.Info("Copy engine stopped; in-flight copies finished")
+	case <-time.After(e.cfg.DrainTimeout):
+		logger.Info("In-flight copies did not finish in time; abandoning them", "timeout", e.cfg.DrainTimeout)
+		abandon()
+		<-drained
+	}
 }
 
 func (e *Engine) processNext(ctx context.Context) bool {
@@ -273,6 +329,11 @@ func (e *Engine) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer e.queue.Done(key)
+	if e.draining.Load() {
+		// The queue hands out what is left after ShutDown; a cluster not
+		// started yet is left for the next process (or leader).
+		return false
+	}
 	if err := e.reconcileCluster(ctx, key); err != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster not converged; retrying", "cluster", key, "err", err)
 		e.queue.AddRateLimited(key)

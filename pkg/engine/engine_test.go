@@ -645,7 +645,7 @@ func TestReconcileUnreachable(t *testing.T) {
 			refuse: refuseCreateOf("b"),
 			rows: []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending), row("Secret", "b", "1", courier.CopyPhasePending),
 				row("Secret", "c", "1", courier.CopyPhasePending)},
-			wantDown:      []string{"get secrets apps/a", "get namespaces apps", "get secrets apps/b", "get secrets apps/c", saLookup, "create namespaces apps", "create secrets apps/a", "create secrets apps/b"},
+			wantDown:      []string{"get secrets apps/a", "get secrets apps/b", "get secrets apps/c", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/a", "create secrets apps/b"},
 			wantSynced:    []string{"a"},
 			wantMsgPrefix: "cluster c1 is unreachable: creating Secret apps/b as Courier's own identity: ",
 			failed:        "b",

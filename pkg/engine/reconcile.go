@@ -63,6 +63,11 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	namespaces := map[string]bool{} // destination namespace -> exists
 	handled := map[string]bool{}
 	for _, group := range groupCopies(copies) {
+		if e.draining.Load() {
+			// Shutting down: the groups written so far are whole; the rest
+			// wait for the next process or leader.
+			return nil
+		}
 		out, fatal := e.syncGroup(ctx, client, cluster, group, fallback, namespaces)
 		fatalMsg := ""
 		for i, c := range group {
@@ -76,6 +81,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			if e.record(c.rowKey, out[i].status) {
 				changed = true
 				e.event(c, cluster, out[i])
+				logOutcome(logger, c, out[i])
 			}
 			if out[i].retry && retryErr == nil {
 				retryErr = fmt.Errorf("%s: %s", c.rowKey, out[i].status.Message)
@@ -90,6 +96,13 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			e.cfg.OnStatusChange()
 			return fatal
 		}
+	}
+	if !e.Leading() || e.draining.Load() {
+		// Only the leader removes copies.
+		if changed {
+			e.cfg.OnStatusChange()
+		}
+		return nil
 	}
 	if err := e.sweep(ctx, client, cluster, copies); err != nil {
 		if unreachable(err) {
@@ -106,6 +119,19 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		logger.V(2).Info("Cluster has copies that did not converge", "err", retryErr)
 	}
 	return retryErr
+}
+
+// logOutcome logs a copy whose status changed, with the HelmOp, the
+// cluster (in logger) and the object: a write at --v=2, a problem at
+// --v=1. Messages name objects and paths, never data.
+func logOutcome(logger klog.Logger, c desiredCopy, out outcome) {
+	kv := []any{"helmop", c.helmOp.String(), "kind", c.kind, "object", c.targetNS + "/" + c.name}
+	switch {
+	case out.wrote:
+		logger.V(2).Info("Copied", append(kv, "how", out.reason)...)
+	case out.status.Phase != courier.CopyPhaseSynced:
+		logger.V(1).Info("Copy not synced", append(kv, "phase", out.status.Phase, "message", out.status.Message)...)
+	}
 }
 
 // groupCopies returns the copyable rows grouped by HelmOp and
@@ -191,6 +217,11 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		if plans[i].out.fatal != nil {
 			return all(plans[i].out), plans[i].out.fatal
 		}
+	}
+	if !e.Leading() {
+		return observed(cluster, group, plans), nil
+	}
+	for i, c := range group {
 		p := plans[i]
 		resource := strings.ToLower(c.kind) + "s"
 		switch p.action {
@@ -253,6 +284,27 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		}
 	}
 	return out, nil
+}
+
+// observed is what a replica that does not hold the lease records for a
+// group: what its plans found, with copies that need a write shown as
+// Pending. It checks no permission and writes nothing.
+func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outcome {
+	out := make([]outcome, len(group))
+	for i, c := range group {
+		what := describe(c.kind, c.targetNS, c.name)
+		switch plans[i].action {
+		case actionNone:
+			out[i] = plans[i].out
+		case actionCreate:
+			out[i] = outcome{status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+				Message: fmt.Sprintf("%s does not exist in cluster %s yet; the leader writes it", what, cluster.Name)}}
+		default:
+			out[i] = outcome{status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+				Message: fmt.Sprintf("%s in cluster %s differs from its source; the leader updates it", what, cluster.Name)}}
+		}
+	}
+	return out
 }
 
 // planCopy reads the source and the downstream object and decides what the
@@ -413,7 +465,9 @@ func (e *Engine) writeFailed(cluster *fleet.Cluster, doing string, err error) ou
 
 // event records an Event on the HelmOp for a write or a new problem.
 func (e *Engine) event(c desiredCopy, cluster *fleet.Cluster, out outcome) {
-	if e.cfg.Recorder == nil || !out.eventOK {
+	if e.cfg.Recorder == nil || !out.eventOK || !e.Leading() {
+		// Every replica observes conflicts; only the leader reports them,
+		// so each appears once.
 		return
 	}
 	ref := e.helmOpRef(c.helmOp)
