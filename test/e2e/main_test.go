@@ -44,7 +44,10 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "e2e", Keep: os.Getenv("COURIER_E2E_KEEP") != ""})
+	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "e2e", Keep: os.Getenv("COURIER_E2E_KEEP") != "",
+		// --v=2 logs every copy written: the tests read the log, and check
+		// that no secret value ever reaches it.
+		CourierArgs: []string{"-v=2"}})
 	if err != nil {
 		return 0, err
 	}

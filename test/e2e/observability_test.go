@@ -16,16 +16,23 @@ import (
 	"k8s.io/client-go/rest"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/test/localenv"
 )
 
 // scrape returns Courier's /metrics, read directly from its port.
 func scrape(t *testing.T) string {
 	t.Helper()
-	client, err := rest.HTTPClientFor(courier.Config)
+	return scrapeFrom(t, courier)
+}
+
+// scrapeFrom returns one Courier process's /metrics.
+func scrapeFrom(t *testing.T, c *localenv.Courier) string {
+	t.Helper()
+	client, err := rest.HTTPClientFor(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := client.Get(courier.Config.Host + "/metrics")
+	resp, err := client.Get(c.Config.Host + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +67,7 @@ func TestMetricsEventsAndNoLeaks(t *testing.T) {
 		"courier_cluster_reachable{cluster=\"" + w.ns + "/c1\"} 1",
 		`workqueue_depth{name="courier_clusters"}`,
 		"apiserver_request_total", // the generic server's own metrics
+		`leader_election_master_status{name="courier"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -34,6 +34,9 @@ const (
 	courierServiceName      = "courier-api"
 	courierServiceAccount   = "courier"
 	apiServiceTimeout       = 60 * time.Second
+	// courierStopGrace is longer than Courier's drain of in-flight copies
+	// (20 s) plus the API server's shutdown.
+	courierStopGrace = 40 * time.Second
 )
 
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
@@ -71,10 +74,11 @@ type Courier struct {
 	// Courier accepts because it trusts the upstream client CA.
 	Config *rest.Config
 
-	env       *Env
-	proc      *process
-	namespace string
-	baseArgs  []string // the flags StartCourier started it with
+	env          *Env
+	proc         *process
+	namespace    string
+	baseArgs     []string // the flags StartCourier started it with
+	registration string   // the Service and APIService manifests that route to it
 }
 
 // StartCourier installs Courier's RBAC in the upstream cluster (kubectl
@@ -83,20 +87,40 @@ type Courier struct {
 // registers it with the aggregator through an ExternalName Service pointing
 // at localhost. It returns once the APIService is Available. Env.Stop stops
 // it too.
-func (e *Env) StartCourier(ctx context.Context, o CourierOptions) (_ *Courier, err error) {
+func (e *Env) StartCourier(ctx context.Context, o CourierOptions) (*Courier, error) {
+	cs, _, err := e.startCouriers(ctx, o, 1)
+	if err != nil {
+		return nil, err
+	}
+	return cs[0], nil
+}
+
+// StartCourierReplicas starts n Courier processes that share one serving
+// certificate and one kubeconfig, as a Deployment's Pods share a Secret,
+// behind a Balancer that plays their Service; the APIService points at the
+// Balancer. It returns once every replica is ready and the APIService is
+// Available. Replicas elect a leader unless o.Args turn that off.
+func (e *Env) StartCourierReplicas(ctx context.Context, o CourierOptions, n int) ([]*Courier, *Balancer, error) {
+	if n < 2 {
+		return nil, nil, fmt.Errorf("localenv: StartCourierReplicas needs at least 2 replicas, got %d", n)
+	}
+	return e.startCouriers(ctx, o, n)
+}
+
+func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*Courier, _ *Balancer, err error) {
 	if o.Binary == "" {
-		return nil, errors.New("localenv: CourierOptions.Binary is required")
+		return nil, nil, errors.New("localenv: CourierOptions.Binary is required")
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultCourierNamespace
 	}
 	if o.RepoRoot == "" {
 		if o.RepoRoot, err = RepoRoot(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if e.isStopped() {
-		return nil, errors.New("localenv: the Env has been stopped")
+		return nil, nil, errors.New("localenv: the Env has been stopped")
 	}
 	up := e.Upstream
 
@@ -109,25 +133,25 @@ func (e *Env) StartCourier(ctx context.Context, o CourierOptions) (_ *Courier, e
 	e.mu.Unlock()
 
 	if err := e.applyCourierRBAC(ctx, o); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	token, err := e.Kubectl(ctx, up, "create", "token", courierServiceAccount, "-n", o.Namespace, "--duration=24h")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dir := filepath.Join(e.opts.Dir, "pki", name)
 	kubeconfig := filepath.Join(dir, "courier.kubeconfig")
 	saCfg := &rest.Config{Host: up.URL, BearerToken: strings.TrimSpace(token), TLSClientConfig: rest.TLSClientConfig{CAData: up.Config.CAData}}
 	if err := writeKubeconfig(kubeconfig, up.Name, saCfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	ca, err := newCA(name + "-ca")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, _, err := ca.write(dir, "ca"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	svc := courierServiceName + "." + o.Namespace + ".svc"
 	serving, err := ca.issue(certSpec{
@@ -139,75 +163,115 @@ func (e *Env) StartCourier(ctx context.Context, o CourierOptions) (_ *Courier, e
 		Usages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	certFile, keyFile, err := serving.write(dir, "serving")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	port, err := freePort()
+	ports, err := freePorts(n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	binary, err := filepath.Abs(o.Binary)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	args := append([]string{
-		"--secure-port=" + strconv.Itoa(port),
-		"--bind-address=127.0.0.1",
-		"--tls-cert-file=" + certFile,
-		"--tls-private-key-file=" + keyFile,
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-	}, o.Args...)
-	p := &process{
-		name:    name,
-		path:    binary,
-		args:    args,
-		logPath: filepath.Join(e.opts.Dir, "logs", name+".log"),
-		onStart: e.recordPid,
-	}
-	admin := up.Config
-	c := &Courier{
-		Port:       port,
-		CABundle:   ca.CertPEM,
-		LogPath:    p.logPath,
-		Kubeconfig: kubeconfig,
-		Config: &rest.Config{
-			Host: "https://127.0.0.1:" + strconv.Itoa(port),
-			TLSClientConfig: rest.TLSClientConfig{
-				CAData:   ca.CertPEM,
-				CertData: admin.CertData,
-				KeyData:  admin.KeyData,
-			},
-			QPS:   admin.QPS,
-			Burst: admin.Burst,
-		},
-		env:       e,
-		proc:      p,
-		namespace: o.Namespace,
-	}
-	e.mu.Lock()
-	e.couriers = append(e.couriers, c)
-	e.mu.Unlock()
+	var couriers []*Courier
 	defer func() {
 		if err != nil {
-			p.stop()
+			for _, c := range couriers {
+				c.proc.stop()
+			}
 		}
 	}()
-	if err := p.start(); err != nil {
-		return nil, err
+	for i, port := range ports {
+		replica := name
+		if n > 1 {
+			replica = fmt.Sprintf("%s-%c", name, 'a'+i)
+		}
+		args := append([]string{
+			"--secure-port=" + strconv.Itoa(port),
+			"--bind-address=127.0.0.1",
+			"--tls-cert-file=" + certFile,
+			"--tls-private-key-file=" + keyFile,
+			"--kubeconfig=" + kubeconfig,
+			"--authentication-kubeconfig=" + kubeconfig,
+			"--authorization-kubeconfig=" + kubeconfig,
+		}, o.Args...)
+		p := &process{
+			name:    replica,
+			path:    binary,
+			args:    args,
+			logPath: filepath.Join(e.opts.Dir, "logs", replica+".log"),
+			onStart: e.recordPid,
+			grace:   courierStopGrace,
+		}
+		admin := up.Config
+		c := &Courier{
+			Port:       port,
+			CABundle:   ca.CertPEM,
+			LogPath:    p.logPath,
+			Kubeconfig: kubeconfig,
+			Config: &rest.Config{
+				Host: "https://127.0.0.1:" + strconv.Itoa(port),
+				TLSClientConfig: rest.TLSClientConfig{
+					CAData:   ca.CertPEM,
+					CertData: admin.CertData,
+					KeyData:  admin.KeyData,
+				},
+				QPS:   admin.QPS,
+				Burst: admin.Burst,
+			},
+			env:       e,
+			proc:      p,
+			namespace: o.Namespace,
+		}
+		couriers = append(couriers, c)
+		e.mu.Lock()
+		e.couriers = append(e.couriers, c)
+		e.mu.Unlock()
 	}
-	if _, err := e.kubectl(ctx, up.Kubeconfig, courierRegistration(o.Namespace, port, ca.CertPEM), "apply", "-f", "-"); err != nil {
-		return nil, p.failure(err)
+	// One replica is the Service's only endpoint; several sit behind a
+	// Balancer.
+	servicePort := ports[0]
+	var lb *Balancer
+	if n > 1 {
+		if lb, err = newBalancer(couriers); err != nil {
+			return nil, nil, err
+		}
+		e.mu.Lock()
+		e.balancers = append(e.balancers, lb)
+		e.mu.Unlock()
+		servicePort = lb.Port
 	}
-	if err := c.waitReady(ctx); err != nil {
-		return nil, err
+	registration := courierRegistration(o.Namespace, servicePort, ca.CertPEM)
+	for _, c := range couriers {
+		c.registration = registration
+		if err := c.proc.start(); err != nil {
+			return nil, nil, err
+		}
 	}
-	e.opts.Log("localenv: %s serving on 127.0.0.1:%d, APIService %s Available", name, port, APIServiceName)
-	return c, nil
+	if err := couriers[0].register(ctx); err != nil {
+		return nil, nil, err
+	}
+	for _, c := range couriers {
+		if err := c.waitReady(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	e.opts.Log("localenv: %d Courier replica(s) serving on ports %v (Service port %d), APIService %s Available", n, ports, servicePort, APIServiceName)
+	return couriers, lb, nil
+}
+
+// register applies the Service and APIService that route to this Courier
+// (or to its replicas' Balancer), as they were when it was started:
+// another Courier started since may have pointed them elsewhere.
+func (c *Courier) register(ctx context.Context) error {
+	if _, err := c.env.kubectl(ctx, c.env.Upstream.Kubeconfig, c.registration, "apply", "-f", "-"); err != nil {
+		return c.proc.failure(err)
+	}
+	return nil
 }
 
 // applyCourierRBAC applies artifacts/rbac as a user would. For a namespace
@@ -271,9 +335,17 @@ spec:
 `, courierServiceName, ns, port, APIServiceName, base64.StdEncoding.EncodeToString(caPEM))
 }
 
-// Stop stops the Courier process (SIGTERM, then SIGKILL after a grace
-// period). The APIService stays registered and turns unavailable.
+// Stop stops the Courier process (SIGTERM, then SIGKILL after
+// courierStopGrace, which covers Courier's drain of in-flight copies). The
+// APIService stays registered and turns unavailable.
 func (c *Courier) Stop() { c.proc.stop() }
+
+// Binary is the Courier binary this process runs.
+func (c *Courier) Binary() string { return c.proc.path }
+
+// Kill stops the Courier process with SIGKILL, as a node failure or the
+// OOM killer would: nothing is drained, the Lease is not released.
+func (c *Courier) Kill() { c.proc.kill() }
 
 // Pid is the running Courier process's id, or 0 when it is not running.
 func (c *Courier) Pid() int {
@@ -292,6 +364,9 @@ func (c *Courier) Start(ctx context.Context) error {
 		return errors.New("localenv: the Env has been stopped")
 	}
 	if err := c.proc.start(); err != nil {
+		return err
+	}
+	if err := c.register(ctx); err != nil {
 		return err
 	}
 	return c.waitReady(ctx)

@@ -74,6 +74,7 @@ type Env struct {
 	mu         sync.Mutex
 	procs      []*process // every process, in start order
 	couriers   []*Courier
+	balancers  []*Balancer
 	courierSeq int // names courier, courier-2, ... (logs, pki dirs)
 	stopped    bool
 }
@@ -196,11 +197,17 @@ func (e *Env) Stop() {
 	}
 	e.stopped = true
 	couriers := e.couriers
+	balancers := e.balancers
 	procs := e.procs
 	e.mu.Unlock()
 
+	var cw sync.WaitGroup
 	for _, c := range couriers {
-		c.proc.stop()
+		cw.Go(c.proc.stop)
+	}
+	cw.Wait()
+	for _, b := range balancers {
+		b.Close()
 	}
 	var wg sync.WaitGroup
 	for _, p := range procs {

@@ -31,6 +31,7 @@ type process struct {
 	args    []string
 	logPath string
 	onStart func(pid int, path string) // records the pid for `localup down`
+	grace   time.Duration              // between SIGTERM and SIGKILL; default stopGrace
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -117,14 +118,36 @@ func (p *process) stop() {
 	}
 	pgid := cmd.Process.Pid // Setpgid: the group id is the leader's pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	grace := p.grace
+	if grace == 0 {
+		grace = stopGrace
+	}
 	select {
 	case <-done:
-	case <-time.After(stopGrace):
+	case <-time.After(grace):
 		// The leader has not been reaped, so the group id cannot have been
 		// reused by an unrelated process.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-done
 	}
+}
+
+// kill sends SIGKILL to the process group and returns once the process
+// has been reaped.
+func (p *process) kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
 }
 
 // failure wraps err with the tail of the process's log, which is where the

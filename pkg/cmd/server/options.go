@@ -15,6 +15,8 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cliflag "k8s.io/component-base/cli/flag"
 	basecompatibility "k8s.io/component-base/compatibility"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	baseversion "k8s.io/component-base/version"
@@ -55,6 +57,9 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
+	// LeaderElection decides which replica writes: all serve the API and
+	// observe, the holder of the Lease writes.
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 
 	StdOut io.Writer
 	StdErr io.Writer
@@ -77,6 +82,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
 		CopyWorkers:              4,
 		AgentNamespace:           "cattle-fleet-system",
+		LeaderElection:           defaultLeaderElection(),
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -100,6 +106,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 	return fss
 }
 
@@ -128,6 +135,7 @@ func (o *Options) Validate() error {
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}
+	errs = append(errs, validateLeaderElection(o.LeaderElection)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }

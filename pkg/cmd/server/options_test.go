@@ -32,6 +32,11 @@ current-context: c
 		{name: "json logging is not compiled in", args: []string{"--logging-format=json"}, wantErr: "Unsupported log format"},
 		{name: "verbosity", args: []string{"--kubeconfig=" + kubeconfig, "-v=4"}},
 		{name: "port out of range", args: []string{"--secure-port=70000"}, wantErr: "secure-port"},
+		{name: "leader election tuned", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=5s"}},
+		{name: "lease shorter than renew deadline", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-lease-duration=5s"}, wantErr: "--leader-elect-lease-duration (5s) must be greater than --leader-elect-renew-deadline (10s)"},
+		{name: "renew deadline too close to retry period", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-retry-period=9s"}, wantErr: "--leader-elect-renew-deadline (10s) must be greater than 1.2 x --leader-elect-retry-period (9s)"},
+		{name: "configmap locks are gone", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-resource-lock=configmaps"}, wantErr: `--leader-elect-resource-lock must be "leases"`},
+		{name: "leader election off ignores its tuning", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--leader-elect-lease-duration=1s"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,10 +9,12 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
 	"k8s.io/component-base/version/verflag"
+	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apiserver"
 )
@@ -83,8 +85,22 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	kube, err := kubernetes.NewForConfig(genericConfig.ClientConfig)
+	if err != nil {
+		return err
+	}
+	// The server outlives ctx: on SIGTERM the engine finishes the copies
+	// it is writing and the Lease is released first, then serving stops.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
 	server.GenericAPIServer.AddPostStartHookOrDie("start-courier-views", func(hookCtx genericapiserver.PostStartHookContext) error {
 		views.start(hookCtx.Context)
+		go func() {
+			defer stopServing()
+			o.runControllers(klog.NewContext(ctx, klog.Background()), kube, views)
+			views.stop()
+			klog.Background().Info("Controllers stopped; shutting the API server down")
+		}()
 		return nil
 	})
 	if err := server.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("courier-views-synced", func(*http.Request) error {
@@ -95,5 +111,5 @@ func (o *Options) Run(ctx context.Context) error {
 	})); err != nil {
 		return err
 	}
-	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	return server.GenericAPIServer.PrepareRun().RunWithContext(serveCtx)
 }

@@ -110,6 +110,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		Workers:               o.CopyWorkers,
 		AgentNamespace:        o.AgentNamespace,
 		RequireServiceAccount: o.RequireServiceAccount,
+		// With leader election every replica starts observing and writes
+		// only once it holds the Lease.
+		Follower: o.LeaderElection.LeaderElect,
 	})
 	v.engine = eng
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
@@ -131,15 +134,24 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	return v, nil
 }
 
+// start starts what every replica runs: the informers and the view
+// controller. The engine runs in runControllers.
 func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
 	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
-	go func() {
-		v.engine.Run(klog.NewContext(ctx, klog.Background().WithName("engine")))
-		v.downstream.Stop()
-		v.events.Shutdown()
-	}()
+}
+
+// setLeading switches the writers on or off as this replica gains or
+// loses the Lease.
+func (v *views) setLeading(leading bool) {
+	v.engine.SetLeading(leading)
+}
+
+// stop releases what the engine used, after it has stopped.
+func (v *views) stop() {
+	v.downstream.Stop()
+	v.events.Shutdown()
 }
 
 // secretSource reads kubeconfig Secrets for the downstream cache: their
