@@ -127,6 +127,7 @@ func (c *Controller) recompute(ctx context.Context) error {
 				overlay(r, st)
 			}
 		}
+		rows = withLeftovers(rows, c.engine.Leftovers())
 	}
 	c.mu.Lock()
 	c.logNewProblems(ctx, problems)

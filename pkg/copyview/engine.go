@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 )
@@ -25,6 +26,71 @@ type Engine interface {
 	SetDesired(rows []*courier.DownstreamCopy)
 	// Status returns the engine's record for a row ("<namespace>/<name>").
 	Status(rowKey string) (EngineStatus, bool)
+	// Leftovers returns the copies Courier made that no row wants any more
+	// and that are still downstream: kept (keepResources) or not removed
+	// yet.
+	Leftovers() []Leftover
+}
+
+// Leftover is a copy Courier made that no row wants any more, as the
+// engine found it downstream. It becomes a row of phase Kept or Deleting.
+type Leftover struct {
+	HelmOp          types.NamespacedName
+	Cluster         string
+	Kind            string
+	Name            string
+	TargetNamespace string
+	Keep            bool
+	// SyncedResourceVersion is the source version the copy was made from.
+	SyncedResourceVersion string
+	Phase                 courier.CopyPhase // Kept or Deleting
+	Message               string
+}
+
+// leftoverRow is the row of a leftover copy: named like the row that
+// wanted it, so a copy that stops being wanted keeps its row (and its
+// Deleting or Kept phase says why) until it is gone.
+func leftoverRow(l Leftover) *courier.DownstreamCopy {
+	name := RowName(l.HelmOp.Name, l.Cluster, l.Kind, l.Name)
+	row := &courier.DownstreamCopy{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: l.HelmOp.Namespace,
+			Name:      name,
+			UID:       rowUID(l.HelmOp.Namespace, name),
+			Labels:    rowLabels(l.HelmOp.Name, l.Cluster, l.Kind),
+		},
+		Spec: courier.DownstreamCopySpec{
+			HelmOp:        l.HelmOp.Name,
+			Cluster:       l.Cluster,
+			Source:        courier.CopySource{Kind: l.Kind, Name: l.Name},
+			Target:        courier.CopyTarget{Namespace: l.TargetNamespace, Name: l.Name},
+			KeepResources: l.Keep,
+		},
+		Status: status(l.Phase, l.Message),
+	}
+	row.Status.SyncedResourceVersion = l.SyncedResourceVersion
+	return row
+}
+
+// withLeftovers adds the leftover copies' rows to rows. A wanted row wins
+// over a leftover of the same name (a copy left in a previous destination
+// namespace, say), and of two leftovers of one name the first is kept.
+func withLeftovers(rows []*courier.DownstreamCopy, leftovers []Leftover) []*courier.DownstreamCopy {
+	if len(leftovers) == 0 {
+		return rows
+	}
+	taken := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		taken[r.Namespace+"/"+r.Name] = true
+	}
+	for _, l := range leftovers {
+		r := leftoverRow(l)
+		if key := r.Namespace + "/" + r.Name; !taken[key] {
+			taken[key] = true
+			rows = append(rows, r)
+		}
+	}
+	return rows
 }
 
 // overlay replaces the view's own guess of a row's status with what the

@@ -121,7 +121,8 @@ type Engine struct {
 	haveDesired bool
 	desired     map[string][]desiredCopy // cluster key -> copies
 	statuses    map[string]copyview.EngineStatus
-	observedAt  map[string]time.Time // row key -> when its current source RV was first seen
+	leftovers   map[string][]copyview.Leftover // cluster key -> copies no row wants
+	observedAt  map[string]time.Time           // row key -> when its current source RV was first seen
 }
 
 var _ copyview.Engine = (*Engine)(nil)
@@ -156,6 +157,7 @@ func New(cfg Config) *Engine {
 		now:        time.Now,
 		desired:    map[string][]desiredCopy{},
 		statuses:   map[string]copyview.EngineStatus{},
+		leftovers:  map[string][]copyview.Leftover{},
 		observedAt: map[string]time.Time{},
 	}
 	e.leading.Store(!cfg.Follower)
@@ -264,6 +266,51 @@ func (e *Engine) Status(rowKey string) (copyview.EngineStatus, bool) {
 	defer e.mu.Unlock()
 	s, ok := e.statuses[rowKey]
 	return s, ok
+}
+
+// Leftovers returns the copies no row wants any more that the last pass
+// over each cluster found still there (kept, or not removed yet).
+func (e *Engine) Leftovers() []copyview.Leftover {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []copyview.Leftover
+	for _, l := range e.leftovers {
+		out = append(out, l...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.HelmOp != b.HelmOp {
+			return a.HelmOp.String() < b.HelmOp.String()
+		}
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.TargetNamespace < b.TargetNamespace
+	})
+	return out
+}
+
+// setLeftovers records a cluster's leftover copies and reports whether
+// they changed (nil forgets the cluster).
+func (e *Engine) setLeftovers(clusterKey string, left []copyview.Leftover) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	prev, had := e.leftovers[clusterKey]
+	if len(left) == 0 {
+		delete(e.leftovers, clusterKey)
+		return had && len(prev) > 0
+	}
+	if reflect.DeepEqual(prev, left) {
+		return false
+	}
+	e.leftovers[clusterKey] = left
+	return true
 }
 
 // ClusterChanged queues a cluster, for example when one of its copies

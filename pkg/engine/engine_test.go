@@ -436,6 +436,7 @@ func TestReconcileConflict(t *testing.T) {
 // The sweep deletes this Cluster's copies that no row wants, and
 // nothing else.
 func TestSweep(t *testing.T) {
+	const keptCase = "copy written with keepResources"
 	db, old, settings := srcSecret("db", "7"), srcSecret("old", "3"), srcConfigMap("settings", "4")
 	cases := []struct {
 		name    string
@@ -447,7 +448,7 @@ func TestSweep(t *testing.T) {
 		{"copy of a deleted HelmOp", secretCopy(old, targetNS, owner(types.NamespacedName{Namespace: fleetNS, Name: "gone"}, "c1")), true},
 		{"copy left in the previous target namespace", secretCopy(db, "old-apps", owner(appOp, "c1")), true},
 
-		{"copy written with keepResources", secretCopy(old, targetNS, copyspec.Owner{UpstreamID: upstreamID, HelmOp: appOp, Cluster: "c1", Keep: true}), false},
+		{keptCase, secretCopy(old, targetNS, copyspec.Owner{UpstreamID: upstreamID, HelmOp: appOp, Cluster: "c1", Keep: true}), false},
 		{"copy made for another Cluster on the same kube-apiserver", secretCopy(old, targetNS, owner(appOp, "c2")), false},
 		{"copy made by another upstream", secretCopy(old, targetNS, copyspec.Owner{UpstreamID: "up-2", HelmOp: appOp, Cluster: "c1"}), false},
 		{"owner label does not match the annotations", secretCopy(old, targetNS, owner(appOp, "c1"), func(s *corev1.Secret) {
@@ -483,6 +484,18 @@ func TestSweep(t *testing.T) {
 				if _, ok := down.secret(targetNS, "db"); !ok {
 					t.Error("the wanted copy was deleted")
 				}
+				// What stays of a copy Courier made for this Cluster is a
+				// row: Kept under keepResources. Objects that are not its
+				// copies for c1 give no row.
+				var leftovers []string
+				for _, l := range env.e.Leftovers() {
+					leftovers = append(leftovers, fmt.Sprintf("%s %s/%s %s", l.Phase, l.TargetNamespace, l.Name, l.HelmOp.Name))
+				}
+				var wantLeft []string
+				if tc.name == keptCase {
+					wantLeft = []string{"Kept apps/old app"}
+				}
+				checkActions(t, "leftovers", leftovers, wantLeft)
 				w := writes(down.kube.Actions())
 				if !tc.deleted {
 					checkActions(t, "write", actionStrings(w), nil)
@@ -539,6 +552,16 @@ func TestSweepErrors(t *testing.T) {
 			}
 			checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
+			// A copy that could not be removed has a Deleting row saying why.
+			var leftovers []string
+			for _, l := range env.e.Leftovers() {
+				leftovers = append(leftovers, string(l.Phase)+": "+l.Message)
+			}
+			var wantLeft []string
+			if tc.wantErr != "" {
+				wantLeft = []string{"Deleting: removing Secret apps/old from cluster c1 failed: " + tc.err.Error()}
+			}
+			checkActions(t, "leftovers", leftovers, wantLeft)
 		})
 	}
 }

@@ -26,6 +26,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 		existing  []runtime.Object
 		want      copyview.EngineStatus
 		leaderDid []string // the writes after SetLeading(true)
+		wantLeft  []string // the follower's leftover copies, as "phase: message"
 	}{
 		{
 			name:      "copy missing",
@@ -55,6 +56,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 			existing:  []runtime.Object{targetNamespace, secretCopy(db, targetNS, owner(appOp, "c1")), secretCopy(removed, targetNS, owner(appOp, "c1"))},
 			want:      synced("7", syncedAt),
 			leaderDid: []string{"delete secrets apps/old"},
+			wantLeft:  []string{"Deleting: Secret apps/old in cluster c1 is no longer wanted; the leader removes it"},
 		},
 	}
 	for _, tc := range cases {
@@ -75,6 +77,11 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 			}
 			checkActions(t, "event", env.takeEvents(), nil)
 			checkStatus(t, "row", env.mustStatus(r), tc.want)
+			var left []string
+			for _, l := range env.e.Leftovers() {
+				left = append(left, string(l.Phase)+": "+l.Message)
+			}
+			checkActions(t, "leftovers", left, tc.wantLeft)
 
 			// Becoming the leader queues every Cluster and writes what the
 			// follower saw missing, and nothing else.
@@ -87,6 +94,9 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 				t.Fatalf("reconcile as leader: %v", err)
 			}
 			checkActions(t, "leader's writes", actionStrings(writes(down.kube.Actions())), tc.leaderDid)
+			if left := env.e.Leftovers(); len(left) != 0 {
+				t.Errorf("leftovers after the leader's pass: %+v", left)
+			}
 			if got := env.mustStatus(r).Phase; got != tc.want.Phase && got != courier.CopyPhaseSynced {
 				t.Errorf("phase after the leader's pass = %s", got)
 			}

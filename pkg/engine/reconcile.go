@@ -44,6 +44,9 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		// longer reach it to remove copies.
 		e.cfg.Downstream.Forget(key)
 		clusterReachable.DeleteLabelValues(key)
+		if e.setLeftovers(key, nil) {
+			e.cfg.OnStatusChange()
+		}
 		return nil
 	} else if err != nil {
 		return err
@@ -97,20 +100,24 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			return fatal
 		}
 	}
-	if !e.Leading() || e.draining.Load() {
-		// Only the leader removes copies.
+	if e.draining.Load() {
 		if changed {
 			e.cfg.OnStatusChange()
 		}
 		return nil
 	}
-	if err := e.sweep(ctx, client, cluster, copies); err != nil {
+	// Only the leader removes copies; a follower reports them Deleting.
+	left, err := e.sweep(ctx, client, cluster, copies, e.Leading())
+	if err != nil {
 		if unreachable(err) {
 			clusterReachable.WithLabelValues(key).Set(0)
 		}
 		retryErr = err
 	} else {
 		clusterReachable.WithLabelValues(key).Set(1)
+	}
+	if left != nil || err == nil {
+		changed = e.setLeftovers(key, left) || changed
 	}
 	if changed {
 		e.cfg.OnStatusChange()
@@ -483,41 +490,70 @@ func (e *Engine) event(c desiredCopy, cluster *fleet.Cluster, out outcome) {
 // longer targeted, HelmOps deleted (also while Courier was down). It
 // deletes only objects with the managed-by label and an owner label that
 // matches the HelmOp and upstream they claim, never one written under
-// keepResources, and uses Courier's own identity.
-func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy) error {
+// keepResources, and uses Courier's own identity. With remove false (a
+// replica that does not lead) it deletes nothing.
+//
+// It returns what is left of those copies: the kept ones (Kept) and the
+// ones not removed (Deleting, with the reason). The list is nil when the
+// copies could not be listed.
+func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool) ([]copyview.Leftover, error) {
 	wanted := map[string]bool{}
 	for _, c := range copies {
 		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
 	}
+	left := []copyview.Leftover{}
+	var failed error
 	for _, kind := range []string{"Secret", "ConfigMap"} {
 		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
 		managed, err := ops.listManaged(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, obj := range managed {
 			claim, ok := copyspec.ClaimedOwner(obj)
-			if !ok || claim.Keep || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || claim.Cluster != cluster.Name {
+			if !ok || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || claim.Cluster != cluster.Name {
 				continue
 			}
 			helmOp := claim.HelmOp
 			if wanted[copyID(helmOp, kind, obj.GetNamespace(), obj.GetName())] {
 				continue
 			}
-			uid := obj.GetUID()
-			err := ops.delete(ctx, obj.GetNamespace(), obj.GetName(), &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return fmt.Errorf("removing %s: %w", describe(kind, obj.GetNamespace(), obj.GetName()), err)
+			what := describe(kind, obj.GetNamespace(), obj.GetName())
+			l := copyview.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
+				Keep: claim.Keep, SyncedResourceVersion: obj.GetAnnotations()[copyspec.AnnotationSourceResourceVersion]}
+			switch {
+			case claim.Keep:
+				l.Phase = courier.CopyPhaseKept
+				l.Message = fmt.Sprintf("%s stays in cluster %s: it was written with keepResources and nothing lists it any more; Courier no longer updates it", what, cluster.Name)
+			case !remove || failed != nil:
+				l.Phase = courier.CopyPhaseDeleting
+				l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted; the leader removes it", what, cluster.Name)
+				if failed != nil {
+					l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted and not removed yet: %v", what, cluster.Name, failed)
+				}
+			default:
+				uid := obj.GetUID()
+				err := ops.delete(ctx, obj.GetNamespace(), obj.GetName(), &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					// Stop removing for this pass: the cluster refuses or
+					// does not answer. The rest wait for the retry.
+					failed = fmt.Errorf("removing %s: %w", what, err)
+					l.Phase = courier.CopyPhaseDeleting
+					l.Message = fmt.Sprintf("removing %s from cluster %s failed: %v", what, cluster.Name, err)
+					break
+				}
+				copiesTotal.WithLabelValues("deleted", "").Inc()
+				klog.FromContext(ctx).Info("Removed copy nothing wants any more", "cluster", cluster.Namespace+"/"+cluster.Name,
+					"helmop", helmOp.String(), "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName())
+				if e.cfg.Recorder != nil {
+					e.cfg.Recorder.Eventf(e.helmOpRef(helmOp), corev1.EventTypeNormal, "Removed", "%s %s removed from %s in cluster %s", kind, obj.GetName(), obj.GetNamespace(), cluster.Name)
+				}
+				continue
 			}
-			copiesTotal.WithLabelValues("deleted", "").Inc()
-			klog.FromContext(ctx).Info("Removed copy nothing wants any more", "cluster", cluster.Namespace+"/"+cluster.Name,
-				"helmop", helmOp.String(), "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName())
-			if e.cfg.Recorder != nil {
-				e.cfg.Recorder.Eventf(e.helmOpRef(helmOp), corev1.EventTypeNormal, "Removed", "%s %s removed from %s in cluster %s", kind, obj.GetName(), obj.GetNamespace(), cluster.Name)
-			}
+			left = append(left, l)
 		}
 	}
-	return nil
+	return left, failed
 }
 
 func copyID(helmOp types.NamespacedName, kind, ns, name string) string {

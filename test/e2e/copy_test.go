@@ -196,6 +196,15 @@ func TestKeepResources(t *testing.T) {
 		_, err := d.CoreV1().Secrets("keep-dest").Get(context.Background(), "kept", metav1.GetOptions{})
 		return err == nil
 	})
+	// The kept copy keeps a row, phase Kept, until it is gone downstream.
+	w.waitRows(metav1.ListOptions{}, "c1/Secret/kept@keep-dest=Kept")
+	if out := kubectl(t, "get", "dcp", "-n", w.ns, "-o", "wide"); !strings.Contains(out, "written with keepResources and nothing lists it any more") {
+		t.Errorf("the Kept row does not say why:\n%s", out)
+	}
+	if err := d.CoreV1().Secrets("keep-dest").Delete(context.Background(), "kept", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRows(metav1.ListOptions{})
 }
 
 func TestLateSourceAndPerTargetResources(t *testing.T) {
