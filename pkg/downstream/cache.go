@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -49,8 +50,9 @@ type Options struct {
 	// (label courier.dev/managed-by=courier). Required.
 	WatchSelector labels.Selector
 	// OnChange is called with the cluster key ("<namespace>/<name>") when a watched downstream
-	// Secret or ConfigMap is added, changed or deleted. Must not block.
-	OnChange func(clusterKey string)
+	// Secret or ConfigMap is added or changed (obj is the object now) or deleted (obj is nil).
+	// Must not block.
+	OnChange func(clusterKey string, obj runtime.Object)
 	// Relevant, when set, filters the changes OnChange hears about: several
 	// Cluster objects may reach one kube-apiserver, and each one's informers
 	// see every copy there, but only changes to its own copies concern it.
@@ -127,7 +129,7 @@ func NewCache(src SecretSource, o Options) *Cache {
 		o.UserAgent = "courier"
 	}
 	if o.OnChange == nil {
-		o.OnChange = func(string) {}
+		o.OnChange = func(string, runtime.Object) {}
 	}
 	if o.NewClientset == nil {
 		o.NewClientset = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
@@ -256,7 +258,7 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
-	handler := changeHandler(func() { c.o.OnChange(key) })
+	handler := changeHandler(func(obj runtime.Object) { c.o.OnChange(key, obj) })
 	if c.o.Relevant != nil {
 		handler = toolscache.FilteringResourceEventHandler{
 			FilterFunc: func(obj any) bool {
@@ -285,19 +287,24 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 	return cl, nil
 }
 
-// changeHandler calls changed on every add, delete and update but the updates of a relist.
-func changeHandler(changed func()) toolscache.ResourceEventHandler {
+// changeHandler calls changed on every add, delete and update but the
+// updates of a relist, with the object as it is now (nil when deleted).
+func changeHandler(changed func(runtime.Object)) toolscache.ResourceEventHandler {
+	current := func(obj any) runtime.Object {
+		o, _ := obj.(runtime.Object)
+		return o
+	}
 	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { changed() },
+		AddFunc: func(obj any) { changed(current(obj)) },
 		UpdateFunc: func(old, cur any) {
 			if o, err1 := meta.Accessor(old); err1 == nil {
 				if n, err2 := meta.Accessor(cur); err2 == nil && o.GetResourceVersion() == n.GetResourceVersion() {
 					return // a relist, not a change
 				}
 			}
-			changed()
+			changed(current(cur))
 		},
-		DeleteFunc: func(any) { changed() },
+		DeleteFunc: func(any) { changed(nil) },
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -165,7 +166,7 @@ func cluster(ns, name, secretName, secretNS string) *fleet.Cluster {
 	}
 }
 
-func newTestCache(t *testing.T, src SecretSource, fk *fakes, onChange func(string)) *Cache {
+func newTestCache(t *testing.T, src SecretSource, fk *fakes, onChange func(string, runtime.Object)) *Cache {
 	t.Helper()
 	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset, OnChange: onChange})
 	t.Cleanup(c.Stop)
@@ -600,7 +601,7 @@ func TestInformersWatchCopiesAndCallOnChange(t *testing.T) {
 		mu      sync.Mutex
 		changes []string
 	)
-	onChange := func(key string) { mu.Lock(); changes = append(changes, key); mu.Unlock() }
+	onChange := func(key string, _ runtime.Object) { mu.Lock(); changes = append(changes, key); mu.Unlock() }
 	changed := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), changes...) }
 
 	src := newSource(kcSecret("fleet-default", "kc", "1", "https://c1"))
@@ -743,20 +744,32 @@ func TestChangeHandler(t *testing.T) {
 		name string
 		call func(h toolscache.ResourceEventHandler)
 		want int
+		// wantRV is the resourceVersion of the object changed receives; ""
+		// means nil (a deletion).
+		wantRV string
 	}{
-		{"add", func(h toolscache.ResourceEventHandler) { h.OnAdd(obj("1"), false) }, 1},
-		{"update", func(h toolscache.ResourceEventHandler) { h.OnUpdate(obj("1"), obj("2")) }, 1},
-		{"relist (same RV)", func(h toolscache.ResourceEventHandler) { h.OnUpdate(obj("1"), obj("1")) }, 0},
-		{"delete", func(h toolscache.ResourceEventHandler) { h.OnDelete(obj("1")) }, 1},
+		{"add", func(h toolscache.ResourceEventHandler) { h.OnAdd(obj("1"), false) }, 1, "1"},
+		{"update", func(h toolscache.ResourceEventHandler) { h.OnUpdate(obj("1"), obj("2")) }, 1, "2"},
+		{"relist (same RV)", func(h toolscache.ResourceEventHandler) { h.OnUpdate(obj("1"), obj("1")) }, 0, ""},
+		{"delete", func(h toolscache.ResourceEventHandler) { h.OnDelete(obj("1")) }, 1, ""},
 		{"delete, final state unknown", func(h toolscache.ResourceEventHandler) {
 			h.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: obj("1")})
-		}, 1},
+		}, 1, ""},
 	}
 	for _, tc := range tests {
 		n := 0
-		tc.call(changeHandler(func() { n++ }))
+		gotRV := ""
+		tc.call(changeHandler(func(o runtime.Object) {
+			n++
+			if m, err := meta.Accessor(o); o != nil && err == nil {
+				gotRV = m.GetResourceVersion()
+			}
+		}))
 		if n != tc.want {
 			t.Errorf("%s: changed %d times, want %d", tc.name, n, tc.want)
+		}
+		if gotRV != tc.wantRV {
+			t.Errorf("%s: changed saw resourceVersion %q, want %q", tc.name, gotRV, tc.wantRV)
 		}
 	}
 }
@@ -821,7 +834,7 @@ func TestRelevantFiltersChanges(t *testing.T) {
 	fk := &fakes{}
 	var mu sync.Mutex
 	var changes []string
-	onChange := func(key string) { mu.Lock(); changes = append(changes, key); mu.Unlock() }
+	onChange := func(key string, _ runtime.Object) { mu.Lock(); changes = append(changes, key); mu.Unlock() }
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(changes) }
 	src := newSource(kcSecret("fleet-default", "kc", "1", "https://c1"))
 	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset, OnChange: onChange,

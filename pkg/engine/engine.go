@@ -23,8 +23,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -122,7 +124,10 @@ type Engine struct {
 	desired     map[string][]desiredCopy // cluster key -> copies
 	statuses    map[string]copyview.EngineStatus
 	leftovers   map[string][]copyview.Leftover // cluster key -> copies no row wants
-	observedAt  map[string]time.Time           // row key -> when its current source RV was first seen
+	// echoes are the resourceVersions of the engine's own last writes, by
+	// echoKey: the watch event of such a write needs no pass.
+	echoes     map[string]string
+	observedAt map[string]time.Time // row key -> when its current source RV was first seen
 }
 
 var _ copyview.Engine = (*Engine)(nil)
@@ -158,6 +163,7 @@ func New(cfg Config) *Engine {
 		desired:    map[string][]desiredCopy{},
 		statuses:   map[string]copyview.EngineStatus{},
 		leftovers:  map[string][]copyview.Leftover{},
+		echoes:     map[string]string{},
 		observedAt: map[string]time.Time{},
 	}
 	e.leading.Store(!cfg.Follower)
@@ -316,6 +322,65 @@ func (e *Engine) setLeftovers(clusterKey string, left []copyview.Leftover) bool 
 // ClusterChanged queues a cluster, for example when one of its copies
 // changed downstream (drift).
 func (e *Engine) ClusterChanged(clusterKey string) { e.queue.Add(clusterKey) }
+
+// CopyChanged is told of every change to Courier's copies in a cluster
+// (obj nil when one was deleted) and queues the cluster, except for the
+// echo of a write the engine made itself: that copy is recorded Synced
+// already, and a pass would only find it current. Without this, every
+// write cost each cluster a second pass.
+func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
+	if m, err := meta.Accessor(obj); obj != nil && err == nil {
+		k := echoKey(clusterKey, kindOfObject(obj), m.GetNamespace(), m.GetName())
+		e.mu.Lock()
+		rv, ok := e.echoes[k]
+		echo := ok && rv == m.GetResourceVersion()
+		if echo {
+			delete(e.echoes, k)
+		}
+		e.mu.Unlock()
+		if echo {
+			return
+		}
+	}
+	e.queue.Add(clusterKey)
+}
+
+// expectEcho records the resourceVersion of a copy the engine just wrote.
+func (e *Engine) expectEcho(cluster *fleet.Cluster, c desiredCopy, rv string) {
+	if rv == "" {
+		return
+	}
+	e.mu.Lock()
+	e.echoes[echoKey(cluster.Namespace+"/"+cluster.Name, c.kind, c.targetNS, c.name)] = rv
+	e.mu.Unlock()
+}
+
+// forgetEchoes drops a cluster's expected echoes (the Cluster is gone).
+func (e *Engine) forgetEchoes(clusterKey string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.echoes {
+		if strings.HasPrefix(k, clusterKey+"|") {
+			delete(e.echoes, k)
+		}
+	}
+}
+
+func echoKey(clusterKey, kind, ns, name string) string {
+	return clusterKey + "|" + kind + "|" + ns + "/" + name
+}
+
+// kindOfObject names the kind of a typed Secret or ConfigMap (informers'
+// objects carry no TypeMeta).
+func kindOfObject(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Secret:
+		return "Secret"
+	case *corev1.ConfigMap:
+		return "ConfigMap"
+	}
+	return ""
+}
 
 func (e *Engine) queueAllClusters() {
 	clusters, err := e.cfg.Clusters.List(labels.Everything())

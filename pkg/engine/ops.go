@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,8 +25,10 @@ type kindOps interface {
 	desired(src runtime.Object, ns string, o copyspec.Owner) object
 	cached(ns, name string) (object, bool)
 	get(ctx context.Context, ns, name string) (object, error)
-	create(ctx context.Context, obj object) error
-	update(ctx context.Context, obj object) error
+	// create and update return the resourceVersion the server gave the
+	// copy, which the engine's own watch will see again.
+	create(ctx context.Context, obj object) (string, error)
+	update(ctx context.Context, obj object) (string, error)
 	delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error
 	listManaged(ctx context.Context) ([]object, error)
 	upToDate(cur, want object) bool
@@ -74,14 +77,21 @@ func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
 	return o.reader(ns).Get(ctx, name, metav1.GetOptions{})
 }
 
-func (o ops[T]) create(ctx context.Context, obj object) error {
-	_, err := o.client(obj.GetNamespace()).Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: "courier"})
-	return err
+func (o ops[T]) create(ctx context.Context, obj object) (string, error) {
+	return resourceVersion(o.client(obj.GetNamespace()).Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: "courier"}))
 }
 
-func (o ops[T]) update(ctx context.Context, obj object) error {
-	_, err := o.client(obj.GetNamespace()).Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: "courier"})
-	return err
+func (o ops[T]) update(ctx context.Context, obj object) (string, error) {
+	return resourceVersion(o.client(obj.GetNamespace()).Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: "courier"}))
+}
+
+// resourceVersion is the written object's resourceVersion ("" when the
+// write failed or the answer carried none).
+func resourceVersion[T object](obj T, err error) (string, error) {
+	if err != nil || any(obj) == nil || reflect.ValueOf(obj).IsNil() {
+		return "", err
+	}
+	return obj.GetResourceVersion(), nil
 }
 
 func (o ops[T]) delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error {

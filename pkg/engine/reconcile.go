@@ -43,6 +43,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		// The Cluster is gone: its rows are gone with it, and Courier can no
 		// longer reach it to remove copies.
 		e.cfg.Downstream.Forget(key)
+		e.forgetEchoes(key)
 		clusterReachable.DeleteLabelValues(key)
 		if e.setLeftovers(key, nil) {
 			e.cfg.OnStatusChange()
@@ -396,22 +397,26 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 			}
 			namespaces[c.targetNS] = true
 		}
-		if err := p.ops.create(ctx, p.want); err != nil {
+		rv, err := p.ops.create(ctx, p.want)
+		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("creating %s as %s", what, id.user()), err)
 		}
+		e.expectEcho(cluster, c, rv)
 		return e.written(c, p.srcRV, "Created")
 	case actionRecreate:
 		uid := p.cur.GetUID()
 		if err := p.ops.delete(ctx, c.targetNS, c.name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
 			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
 		}
-		if err := p.ops.create(ctx, p.want); err != nil {
+		rv, err := p.ops.create(ctx, p.want)
+		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
 		}
+		e.expectEcho(cluster, c, rv)
 		return e.written(c, p.srcRV, "Replaced")
 	case actionUpdate:
 		p.want.SetResourceVersion(p.cur.GetResourceVersion())
-		err := p.ops.update(ctx, p.want)
+		rv, err := p.ops.update(ctx, p.want)
 		if apierrors.IsConflict(err) {
 			// The cached copy was stale: read it live and try once more.
 			var cur object
@@ -424,12 +429,13 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 					return outcome{status: synced(p.srcRV, nil)}
 				}
 				p.want.SetResourceVersion(cur.GetResourceVersion())
-				err = p.ops.update(ctx, p.want)
+				rv, err = p.ops.update(ctx, p.want)
 			}
 		}
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("updating %s as %s", what, id.user()), err)
 		}
+		e.expectEcho(cluster, c, rv)
 		return e.written(c, p.srcRV, "Updated")
 	}
 	return p.out

@@ -232,17 +232,19 @@ func TestHighAvailability(t *testing.T) {
 			}
 		}
 
-		var tookOver time.Duration
 		eventually(t, "the follower takes the Lease", func() (bool, string) {
-			if leads(t, follower) {
-				tookOver = time.Since(killed)
-				return true, ""
-			}
-			return false, "holder still " + leaseHolder(t)
+			return leads(t, follower), "holder still " + leaseHolder(t)
 		})
-		if h := leaseHolder(t); h == oldHolder {
-			t.Errorf("the Lease is still held by the killed replica %q", h)
+		lease, err := upstreamClients(t).kube.CoordinationV1().Leases(localenv.DefaultCourierNamespace).Get(ctx, "courier", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
+		if h := lease.Spec.HolderIdentity; h == nil || *h == oldHolder || lease.Spec.AcquireTime == nil {
+			t.Fatalf("the Lease was not taken over: holder %v (was %q), acquireTime %v", h, oldHolder, lease.Spec.AcquireTime)
+		}
+		// acquireTime is written by the new leader when it took the Lease
+		// (same machine, same clock as killed).
+		tookOver := lease.Spec.AcquireTime.Sub(killed)
 		// The Lease expires haLeaseDuration after the last renewal, which
 		// was at most a retry period before the kill; acquiring is retried
 		// every retry period (with jitter).

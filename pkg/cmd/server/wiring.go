@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -91,7 +92,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	var eng *engine.Engine
 	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
 		WatchSelector: copyspec.ManagedSelector(),
-		OnChange:      func(key string) { eng.ClusterChanged(key) },
+		OnChange:      func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
 		Relevant:      copyspec.WrittenFor,
 		UserAgent:     "courier",
 	})

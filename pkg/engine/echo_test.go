@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// The watch event of a copy the engine wrote itself does not queue the
+// cluster again; any other change to a copy (drift, a deletion, a write by
+// someone else) does.
+func TestCopyChangedIgnoresOwnWrites(t *testing.T) {
+	down := newFakeCluster(true, targetNamespace)
+	// The fake tracker assigns no resourceVersions; the server would.
+	down.kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		a.(k8stesting.CreateAction).GetObject().(*corev1.Secret).ResourceVersion = "42"
+		return false, nil, nil
+	})
+	db := srcSecret("db", "7")
+	env := newEnv(t, down, db)
+	if err := env.reconcile(rowOf(db)); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	written, ok := down.secret(targetNS, "db")
+	if !ok || written.ResourceVersion == "" {
+		t.Fatalf("no copy with a resourceVersion was written: %+v", written)
+	}
+	drain(env.e.queue)
+
+	edited := written.DeepCopy()
+	edited.ResourceVersion = written.ResourceVersion + "0"
+	sameNameConfigMap := &corev1.ConfigMap{}
+	sameNameConfigMap.Namespace, sameNameConfigMap.Name, sameNameConfigMap.ResourceVersion = targetNS, "db", written.ResourceVersion
+	otherCluster := fleetNS + "/c2"
+
+	steps := []struct {
+		name    string
+		cluster string
+		obj     runtime.Object
+		queued  bool
+	}{
+		{"the echo of the engine's own create", clusterKey, written, false},
+		{"the same event again (a relist re-delivers it)", clusterKey, written, true},
+		{"a later change by someone else", clusterKey, edited, true},
+		{"a ConfigMap of the same name and resourceVersion", clusterKey, sameNameConfigMap, true},
+		{"the copy as another Cluster on the same kube-apiserver sees it", otherCluster, written, true},
+		{"a deletion", clusterKey, nil, true},
+	}
+	c1, err := env.e.cfg.Clusters.Clusters(fleetNS).Get("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first step uses the echo the reconcile recorded; the second
+	// checks it was used up; the others start from a fresh one.
+	for i, s := range steps {
+		if i > 1 {
+			env.e.expectEcho(c1, desiredCopy{kind: "Secret", targetNS: targetNS, name: "db"}, written.ResourceVersion)
+		}
+		env.e.CopyChanged(s.cluster, s.obj)
+		got := drain(env.e.queue)
+		if queued := len(got) == 1; queued != s.queued {
+			t.Errorf("%s: queued %v, want queued=%t", s.name, got, s.queued)
+		}
+	}
+}
