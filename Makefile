@@ -11,10 +11,10 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 	-X k8s.io/component-base/version.gitMajor=0 \
 	-X k8s.io/component-base/version.gitMinor=1
 # Unit tests: every package but the suites that need real servers.
-UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/...
+UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/...
 E2E_TIMEOUT ?= 45m
 
-.PHONY: all build tools test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate run down bench clean
+.PHONY: all build tools helm test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate run down bench clean
 
 all: build
 
@@ -25,6 +25,11 @@ build:
 ## source (cached in ~/.cache/courier/tools; ~15-20 min the first time).
 tools:
 	hack/build-tools.sh
+
+## helm: build helm v3.22.0 from source (cached next to the tools; the
+## install tests lint and render artifacts/chart with it).
+helm:
+	hack/build-helm.sh
 
 generate:
 	hack/update-codegen.sh
@@ -47,8 +52,11 @@ test: verify test-unit test-e2e
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+# The tool builds run first, each checked: a failed build stops here rather
+# than reaching the tests as an empty variable.
 test-e2e: build
-	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver \
+	tools=$$(hack/build-tools.sh) && helm_bin=$$(hack/build-helm.sh) && \
+	COURIER_TOOLS_BIN=$$tools COURIER_HELM_BIN=$$helm_bin COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver \
 		$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
 ## bench: Courier's fan-out latency and throughput side by side with a plain
