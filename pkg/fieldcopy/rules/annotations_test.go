@@ -77,7 +77,7 @@ func TestParseAnnotations(t *testing.T) {
 			{Origin: "courier.dev/field-copies[4]", Dst: "spec.z", Mode: replace, Err: `mode "append"`},
 		}},
 		{name: "field-copies not a list", ann: map[string]string{
-			FieldCopiesAnnotation: `{"to":"a"}`,
+			FieldCopiesAnnotation:               `{"to":"a"}`,
 			"k8s-copier.fig.org/replace-spec.a": "secret:s:data",
 		}, want: []summary{
 			{Origin: FieldCopiesAnnotation, Dst: FieldCopiesAnnotation, Mode: replace, Err: "not a JSON list"},
