@@ -55,6 +55,8 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
+	// FieldCopy are the k8s-copier flags (fieldcopy.go).
+	FieldCopy FieldCopyOptions
 
 	StdOut io.Writer
 	StdErr io.Writer
@@ -100,6 +102,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
+	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
 	return fss
 }
 
@@ -128,6 +131,7 @@ func (o *Options) Validate() error {
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}
+	errs = append(errs, o.FieldCopy.validate()...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }

@@ -91,7 +91,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if !views.controller.Ready() {
 			return fmt.Errorf("informers have not synced yet")
 		}
-		return nil
+		return fieldCopiesReady(views.fieldCopy)
 	})); err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
+	"github.com/courier-dev/courier/pkg/fieldcopy"
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -59,6 +60,7 @@ type views struct {
 	events            record.EventBroadcaster
 	downstreamCopies  *memstore.Store[*courier.DownstreamCopy]
 	fieldCopies       *memstore.Store[*courier.FieldCopy]
+	fieldCopy         *fieldcopy.Controller // nil without --fieldcopy-target
 }
 
 func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
@@ -128,6 +130,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if err != nil {
 		return nil, err
 	}
+	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -135,6 +140,7 @@ func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
 	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
+	startFieldCopies(ctx, v.fieldCopy)
 	go func() {
 		v.engine.Run(klog.NewContext(ctx, klog.Background().WithName("engine")))
 		v.downstream.Stop()
