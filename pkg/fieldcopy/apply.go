@@ -3,6 +3,7 @@ package fieldcopy
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/courier-dev/courier/pkg/fieldcopy/rules"
@@ -76,4 +77,40 @@ func mergePatch(target, patch any) any {
 	// Values kept from target are shared, not copied: deep copy the result
 	// so the caller owns it entirely.
 	return runtime.DeepCopyJSONValue(out)
+}
+
+// sameValue reports whether a and b are the same JSON value, taking an
+// object key holding null as absent: API servers drop such keys (a typed
+// object's "creationTimestamp": null, for one), and treating them as a
+// difference would rewrite the target on every pass.
+func sameValue(a, b any) bool {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		for k, av := range am {
+			if !sameValue(av, bm[k]) {
+				return false
+			}
+		}
+		for k, bv := range bm {
+			if _, ok := am[k]; !ok && bv != nil {
+				return false
+			}
+		}
+		return true
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok {
+		if len(al) != len(bl) {
+			return false
+		}
+		for i := range al {
+			if !sameValue(al[i], bl[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }

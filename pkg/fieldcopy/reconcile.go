@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -79,7 +78,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 	outcomes, sources, requeue := c.plan(obj, wanted, parsed)
 	c.setUses(key, sources)
 
-	changed := !equality.Semantic.DeepEqual(obj.Object, wanted.Object)
+	changed := !sameValue(obj.Object, wanted.Object)
 	logger := klog.FromContext(ctx).WithValues("target", klog.KRef(obj.GetNamespace(), obj.GetName()), "kind", obj.GetKind())
 	switch {
 	case !changed:
@@ -210,7 +209,7 @@ func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules
 		}
 		before, _, _ := get(obj.Object, o.rule.Destination)
 		after, _, _ := get(wanted.Object, o.rule.Destination)
-		if equality.Semantic.DeepEqual(before, after) {
+		if sameValue(before, after) {
 			o.phase, o.message = courier.FieldCopyPhaseApplied, appliedMessage(o)
 		} else {
 			o.write = true
@@ -261,7 +260,7 @@ func (c *Controller) judgeWrite(ctx context.Context, key objectKey, updated, wan
 		}
 		want, _, _ := get(wanted.Object, o.rule.Destination)
 		got, _, _ := get(updated.Object, o.rule.Destination)
-		if equality.Semantic.DeepEqual(want, got) {
+		if sameValue(want, got) {
 			o.phase, o.message = courier.FieldCopyPhaseApplied, appliedMessage(o)
 			continue
 		}
@@ -293,7 +292,7 @@ func (c *Controller) wasDropped(key objectKey, obj, wanted *unstructured.Unstruc
 	// without it.
 	w := wanted.DeepCopy()
 	w.SetResourceVersion("")
-	return d.resourceVersion == obj.GetResourceVersion() && equality.Semantic.DeepEqual(d.wanted, w.Object)
+	return d.resourceVersion == obj.GetResourceVersion() && sameValue(d.wanted, w.Object)
 }
 
 func droppedMessage(r rules.Rule) string {
