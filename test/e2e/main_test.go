@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "e2e", Keep: os.Getenv("COURIER_E2E_KEEP") != ""})
+	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "e2e", CourierArgs: fieldCopyArgs, Keep: os.Getenv("COURIER_E2E_KEEP") != ""})
 	if err != nil {
 		return 0, err
 	}
