@@ -55,6 +55,10 @@ type Config struct {
 	// RetryInterval is how often target kinds that do not resolve yet, and
 	// rules naming unknown resources, are retried (default 5 s).
 	RetryInterval time.Duration
+	// Follower starts the controller not leading: it computes rows and
+	// writes nothing until SetLeading(true). With leader election every
+	// replica starts so.
+	Follower bool
 }
 
 // objectKey names one object of one resource; the queue holds target keys,
@@ -112,8 +116,8 @@ type phaseSince struct {
 	at    metav1.Time
 }
 
-// NewController returns a controller; Run starts it. It starts leading
-// (SetLeading(false) makes it a follower that only computes rows).
+// NewController returns a controller; Run starts it. It leads unless
+// cfg.Follower; SetLeading switches.
 func NewController(cfg Config) *Controller {
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = 5 * time.Second
@@ -125,7 +129,7 @@ func NewController(cfg Config) *Controller {
 			workqueue.DefaultTypedControllerRateLimiter[objectKey](),
 			workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: "courier_fieldcopies"}),
 		now:         time.Now,
-		leading:     true,
+		leading:     !cfg.Follower,
 		unresolved:  append([]string(nil), cfg.Targets...),
 		targets:     map[informerKey]cache.SharedIndexInformer{},
 		sources:     map[informerKey]cache.SharedIndexInformer{},

@@ -329,6 +329,9 @@ func TestRulesAreIndependent(t *testing.T) {
 func TestFollowerShowsPending(t *testing.T) {
 	h := start(t, false, secret("ns1", "src", map[string]any{"k": "djE="}))
 	h.ctrl.SetLeading(false)
+	if h.ctrl.isLeading() {
+		t.Fatal("SetLeading(false) did not take")
+	}
 	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
 		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -98,6 +98,10 @@ func newFieldCopies(config *rest.Config, store *memstore.Store[*courier.FieldCop
 		CrossNamespace: f.CrossNamespace,
 		Recorder:       events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier-fieldcopy"}),
 		Resync:         informerResync,
+		// Leader election is not wired to field copies yet: this replica
+		// writes. With it, Follower follows --leader-elect and the election
+		// callbacks call SetLeading.
+		Follower: false,
 	}), nil
 }
 

@@ -43,6 +43,8 @@ type Options struct {
 	// AlternateDNS are extra names for the self-signed serving certificate
 	// made when no --tls-cert-file is given.
 	AlternateDNS []string
+	// FieldCopy are the k8s-copier flags (fieldcopy.go).
+	FieldCopy FieldCopyOptions
 
 	// UpstreamID identifies the upstream cluster on every copy (owner label,
 	// courier.dev/upstream). Empty means the UID of the upstream's
@@ -55,8 +57,6 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
-	// FieldCopy are the k8s-copier flags (fieldcopy.go).
-	FieldCopy FieldCopyOptions
 
 	StdOut io.Writer
 	StdErr io.Writer
@@ -93,6 +93,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
+	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
 	courier := fss.FlagSet("courier")
 	courier.StringVar(&o.UpstreamID, "upstream-id", o.UpstreamID,
 		"Identifies the upstream cluster in the owner label and courier.dev/upstream annotation of every copy. Default: the UID of the upstream's kube-system namespace.")
@@ -102,7 +103,6 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
-	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
 	return fss
 }
 
@@ -128,10 +128,10 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	errs = append(errs, o.FieldCopy.validate()...)
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}
-	errs = append(errs, o.FieldCopy.validate()...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }

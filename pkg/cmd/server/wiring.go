@@ -139,8 +139,8 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
-	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
 	startFieldCopies(ctx, v.fieldCopy)
+	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
 	go func() {
 		v.engine.Run(klog.NewContext(ctx, klog.Background().WithName("engine")))
 		v.downstream.Stop()
