@@ -96,10 +96,13 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[objectKey]
 	now   func() time.Time
 
-	mu           sync.Mutex
-	ctx          context.Context // set by Run; informers started later use it
-	leading      bool
-	unresolved   []string // target specs that do not resolve yet
+	mu         sync.Mutex
+	ctx        context.Context // set by Run; informers started later use it
+	leading    bool
+	unresolved []string // target specs that do not resolve yet
+	// retrying holds the target specs already logged as unresolved; only
+	// resolveTargets, which never runs concurrently with itself, uses it.
+	retrying     map[string]bool
 	targets      map[informerKey]cache.SharedIndexInformer
 	targetSynced []cache.InformerSynced
 	sources      map[informerKey]cache.SharedIndexInformer
@@ -131,6 +134,7 @@ func NewController(cfg Config) *Controller {
 		now:         time.Now,
 		leading:     !cfg.Follower,
 		unresolved:  append([]string(nil), cfg.Targets...),
+		retrying:    map[string]bool{},
 		targets:     map[informerKey]cache.SharedIndexInformer{},
 		sources:     map[informerKey]cache.SharedIndexInformer{},
 		index:       map[objectKey]map[objectKey]bool{},
@@ -212,7 +216,14 @@ func (c *Controller) resolveTargets(ctx context.Context) {
 	for _, spec := range specs {
 		res, err := c.cfg.Resolver.Resolve(spec)
 		if err != nil {
-			klog.FromContext(ctx).Info("Field-copy target kind does not resolve yet; retrying", "target", spec, "err", err)
+			// Said once at the default verbosity: the kind may simply be
+			// a CRD not installed yet, retried every RetryInterval.
+			logger := klog.FromContext(ctx)
+			if c.retrying[spec] {
+				logger = logger.V(4)
+			}
+			logger.Info("Field-copy target kind does not resolve yet; retrying", "target", spec, "err", err)
+			c.retrying[spec] = true
 			still = append(still, spec)
 			continue
 		}
@@ -272,7 +283,12 @@ func (c *Controller) sourceInformer(gvr schema.GroupVersionResource, namespace s
 	if inf, ok := c.sources[key]; ok {
 		return inf, inf.HasSynced()
 	}
-	inf = c.newInformer(key)
+	// A kind that is also a target kind is already watched there: share
+	// that watch rather than hold every object twice.
+	inf, shared := c.targets[key]
+	if !shared {
+		inf = c.newInformer(key)
+	}
 	notify := func(obj any) {
 		k, ok := keyOf(gvr, obj)
 		if !ok {
@@ -296,6 +312,9 @@ func (c *Controller) sourceInformer(gvr schema.GroupVersionResource, namespace s
 		utilruntime.HandleError(fmt.Errorf("adding a handler to the %s source informer: %w", gvr, err))
 	}
 	c.sources[key] = inf
+	if shared {
+		return inf, inf.HasSynced()
+	}
 	go inf.Run(c.ctx.Done())
 	// Targets that asked before the watch synced are requeued by the
 	// worker (see reconcile); nothing waits here.

@@ -69,6 +69,11 @@ type harness struct {
 
 func start(t *testing.T, cross bool, objs ...runtime.Object) *harness {
 	t.Helper()
+	return startTargets(t, []string{"federatedsecrets"}, cross, objs...)
+}
+
+func startTargets(t *testing.T, targets []string, cross bool, objs ...runtime.Object) *harness {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 		secretsGVR: "SecretList",
@@ -85,7 +90,7 @@ func start(t *testing.T, cross bool, objs ...runtime.Object) *harness {
 		Dynamic:        client,
 		Resolver:       fakeResolver{},
 		Store:          h.store,
-		Targets:        []string{"federatedsecrets"},
+		Targets:        targets,
 		CrossNamespace: cross,
 		RetryInterval:  100 * time.Millisecond,
 	})
@@ -343,4 +348,27 @@ func TestFollowerShowsPending(t *testing.T) {
 	h.ctrl.SetLeading(true)
 	h.waitData("ns1", "fs", "map[data:map[k:djE=]]")
 	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "holds")
+}
+
+// TestTargetKindSharedAsSource has a Secret copy a key of another Secret:
+// the kind is both target and source, and Courier holds it in one watch.
+func TestTargetKindSharedAsSource(t *testing.T) {
+	h := startTargets(t, []string{"secrets"}, false,
+		secret("ns1", "tls-src", map[string]any{"ca.crt": "Q0E="}),
+		func() *unstructured.Unstructured {
+			u := secret("ns1", "tls-dst", map[string]any{"other": "Tw=="})
+			u.SetAnnotations(map[string]string{"courier.dev/field-copies": `[{"to":"data[ca.crt]","from":"secret:tls-src:data[ca.crt]"}]`})
+			return u
+		}())
+	h.eventually("ca.crt copied", func() (bool, string) {
+		got := fmt.Sprint(h.get(secretsGVR, "ns1", "tls-dst").Object["data"])
+		return got == "map[ca.crt:Q0E= other:Tw==]", got
+	})
+	h.waitRow("ns1", "secret.tls-dst.data-ca.crt", courier.FieldCopyPhaseApplied, "data[ca.crt] holds data[ca.crt] of secret ns1/tls-src")
+	key := informerKey{GVR: secretsGVR}
+	h.ctrl.mu.Lock()
+	defer h.ctrl.mu.Unlock()
+	if h.ctrl.sources[key] == nil || h.ctrl.sources[key] != h.ctrl.targets[key] {
+		t.Fatalf("secrets are watched twice: source %p, target %p", h.ctrl.sources[key], h.ctrl.targets[key])
+	}
 }

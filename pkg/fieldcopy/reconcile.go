@@ -111,7 +111,13 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 		case err != nil:
 			writesTotal.WithLabelValues("failed").Inc()
 			msg := writeError(err)
-			logger.Info("Writing field copies failed", "err", msg)
+			var dsts []string
+			for _, o := range outcomes {
+				if o.write {
+					dsts = append(dsts, o.rule.Destination.String())
+				}
+			}
+			logger.Info("Writing field copies failed", "destinations", dsts, "err", msg)
 			for _, o := range outcomes {
 				if o.write {
 					o.fail(courier.FieldCopyPhaseFailed, "writing the target failed: %s", msg)
