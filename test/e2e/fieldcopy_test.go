@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 )
 
@@ -202,8 +203,26 @@ func TestFieldCopyRemovedAnnotation(t *testing.T) {
 	waitField(t, dyn, fedSecrets, ns, "a", time.Minute, v1, "spec", "template", "data")
 	waitField(t, dyn, fedSecrets, ns, "b", time.Minute, v1, "spec", "template", "data")
 
+	w, err := upstreamClients(t).courier.CourierV1alpha1().FieldCopies(ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=federatedsecret.a.spec.template.data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	kubectl(t, "annotate", "-n", ns, "federatedsecrets.e2e.courier.dev/a", replaceData+"-")
 	waitFieldCopy(t, ns, "federatedsecret.a.spec.template.data", "", "")
+	deadline := time.After(10 * time.Second)
+	for deleted := false; !deleted; {
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch on fieldcopies closed before the row's DELETED event")
+			}
+			deleted = e.Type == watch.Deleted
+		case <-deadline:
+			t.Fatal("no DELETED event on a watch of fieldcopies for the removed rule")
+		}
+	}
 	if _, ok := kubectlRows(t)[ns+"/federatedsecret.b.spec.template.data"]; !ok {
 		t.Error("kubectl get fieldcopies -A lost the other target's row")
 	}
@@ -282,6 +301,10 @@ func TestFieldCopyMalformed(t *testing.T) {
 		waitFieldCopy(t, ns, name, "Invalid", msg)
 	}
 	waitFieldCopy(t, ns, "federatedsecret.fs.spec.template.good", "Applied", "")
+	invalid := kubectl(t, "get", "fieldcopies", "-n", ns, "--field-selector", "status.phase=Invalid,spec.target.name=fs", "-o", "name")
+	if n := len(strings.Fields(invalid)); n != 5 || strings.Contains(invalid, "good") {
+		t.Errorf("--field-selector status.phase=Invalid gave %d rows:\n%s", n, invalid)
+	}
 	eventually(t, "a FieldCopyInvalid Warning Event on the target", func() (bool, string) {
 		list, err := upstreamClients(t).kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
 			FieldSelector: "involvedObject.name=fs,reason=FieldCopyInvalid"})
