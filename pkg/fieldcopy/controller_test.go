@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -370,5 +371,60 @@ func TestTargetKindSharedAsSource(t *testing.T) {
 	defer h.ctrl.mu.Unlock()
 	if h.ctrl.sources[key] == nil || h.ctrl.sources[key] != h.ctrl.targets[key] {
 		t.Fatalf("secrets are watched twice: source %p, target %p", h.ctrl.sources[key], h.ctrl.targets[key])
+	}
+}
+
+// TestDroppedWriteIsNotRepeated makes the API server drop what Courier
+// writes (as for a status field or a pruned one): the row says Failed, and
+// looking at the target again does not write it again.
+func TestDroppedWriteIsNotRepeated(t *testing.T) {
+	h := start(t, false, secret("ns1", "src", map[string]any{"k": "djE="}))
+	h.client.PrependReactor("update", "federatedsecrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		h.mu.Lock()
+		h.updates++
+		h.mu.Unlock()
+		obj := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		unstructured.RemoveNestedField(obj.Object, "spec", "template", "data")
+		obj.SetResourceVersion("2")
+		return true, obj, nil
+	})
+	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
+		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseFailed, "did not keep the value written at spec.template.data")
+	if n := h.updateCount(); n != 1 {
+		t.Fatalf("%d updates, want 1", n)
+	}
+	// Courier looks again at the same version of the target: no write.
+	key := objectKey{GVR: fedGVR, Namespace: "ns1", Name: "fs"}
+	obj := h.get(fedGVR, "ns1", "fs")
+	obj.SetResourceVersion("2")
+	if _, err := h.ctrl.sync(context.Background(), key, obj, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.updateCount(); n != 1 {
+		t.Fatalf("the dropped write was repeated: %d updates", n)
+	}
+	if p, _ := h.row("ns1", "federatedsecret.fs.spec.template.data"); p != courier.FieldCopyPhaseFailed {
+		t.Fatalf("phase %s after looking again, want Failed", p)
+	}
+}
+
+// TestWriteErrorsNameNoValues checks that an Invalid answer, whose message
+// may quote the rejected value, is reduced to its field paths, and that a
+// Forbidden answer is kept whole.
+func TestWriteErrorsNameNoValues(t *testing.T) {
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "s", field.ErrorList{
+		field.Invalid(field.NewPath("data", "k"), "s3cr3t-value", "must be base64")})
+	if got := writeError(invalid); strings.Contains(got, "s3cr3t-value") || !strings.Contains(got, "data.k") {
+		t.Errorf("Invalid: %q", got)
+	}
+	forbidden := apierrors.NewForbidden(fedGVR.GroupResource(), "fs", fmt.Errorf("no update"))
+	if got := writeError(forbidden); !strings.Contains(got, "forbidden") || !strings.Contains(got, "federatedsecrets") {
+		t.Errorf("Forbidden: %q", got)
+	}
+	if got := writeError(fmt.Errorf("dial tcp: connection refused s3cr3t")); strings.Contains(got, "s3cr3t") {
+		t.Errorf("other errors: %q", got)
 	}
 }

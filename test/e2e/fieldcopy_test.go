@@ -317,3 +317,24 @@ func TestFieldCopyMalformed(t *testing.T) {
 		t.Fatal("Courier is not running")
 	}
 }
+
+// TestFieldCopyForbiddenWrite targets a Secret in a namespace where
+// Courier may not update Secrets: the row is Failed with the Forbidden
+// message, and the write is counted as failed.
+func TestFieldCopyForbiddenWrite(t *testing.T) {
+	fieldCopySetup(t)
+	ns := fcNamespace(t, "fc-forbidden")
+	if _, err := upstreamClients(t).kube.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "dst", Annotations: map[string]string{"k8s-copier.fig.org/replace-data.k": `json:"dg=="`}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFieldCopy(t, ns, "secret.dst.data.k", "Failed", "forbidden")
+	row := fieldCopyRow(t, ns, "secret.dst.data.k")
+	if !strings.Contains(row.Status.Message, "cannot update resource \"secrets\"") {
+		t.Errorf("message does not say which verb and resource: %q", row.Status.Message)
+	}
+	if m := scrape(t); !strings.Contains(m, `courier_fieldcopy_writes_total{result="failed"}`) {
+		t.Error("/metrics lacks courier_fieldcopy_writes_total{result=\"failed\"}")
+	}
+}
