@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -52,14 +53,20 @@ type Config struct {
 	Recorder record.EventRecorder
 	// Resync is the informers' resync period.
 	Resync time.Duration
-	// RetryInterval is how often target kinds that do not resolve yet, and
-	// rules naming unknown resources, are retried (default 5 s).
+	// RetryInterval is how often target kinds that do not resolve yet are
+	// retried (default 5 s). Rules naming unknown resources and failed
+	// writes are retried with the queue's backoff (at most maxBackoff).
 	RetryInterval time.Duration
 	// Follower starts the controller not leading: it computes rows and
 	// writes nothing until SetLeading(true). With leader election every
 	// replica starts so.
 	Follower bool
 }
+
+// maxBackoff bounds the retry backoff of one target: a Forbidden target
+// turns Applied at most this long after its RBAC is granted, and a rule
+// naming a CRD installed later resolves at most this long after.
+const maxBackoff = 2 * time.Minute
 
 // objectKey names one object of one resource; the queue holds target keys,
 // the index maps source keys to target keys.
@@ -129,7 +136,9 @@ func NewController(cfg Config) *Controller {
 	return &Controller{
 		cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[objectKey](),
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[objectKey](5*time.Millisecond, maxBackoff),
+				&workqueue.TypedBucketRateLimiter[objectKey]{Limiter: rate.NewLimiter(rate.Limit(10), 100)}),
 			workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: "courier_fieldcopies"}),
 		now:         time.Now,
 		leading:     !cfg.Follower,
@@ -373,16 +382,18 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	after, err := c.reconcile(ctx, key)
+	again, err := c.reconcile(ctx, key)
 	switch {
 	case err != nil:
 		utilruntime.HandleErrorWithContext(ctx, err, "Reconciling field copies failed; retrying", "target", key.String())
 		c.queue.AddRateLimited(key)
-	case after > 0:
-		c.queue.Forget(key)
-		c.queue.AddAfter(key, after)
+	case again.backoff:
+		c.queue.AddRateLimited(key)
 	default:
 		c.queue.Forget(key)
+	}
+	if err == nil && again.after > 0 {
+		c.queue.AddAfter(key, again.after)
 	}
 	return true
 }

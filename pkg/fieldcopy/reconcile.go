@@ -23,6 +23,15 @@ const fieldManager = "courier-fieldcopy"
 // needs has not synced yet.
 const syncWait = 500 * time.Millisecond
 
+// retry says when to look at a target again without an event: after a
+// fixed time (a watch is syncing), and/or with the queue's per-target
+// exponential backoff (a write failed, a resource is not served yet), so
+// that a lasting problem is not retried at a fixed pace forever.
+type retry struct {
+	after   time.Duration
+	backoff bool
+}
+
 // outcome is where one rule of one target stands after a pass.
 type outcome struct {
 	rule    rules.Rule
@@ -39,21 +48,20 @@ func (o *outcome) fail(phase courier.FieldCopyPhase, format string, args ...any)
 }
 
 // reconcile brings one target in line with its rules and publishes its rows.
-// A positive duration asks to look again after it.
-func (c *Controller) reconcile(ctx context.Context, key objectKey) (time.Duration, error) {
+func (c *Controller) reconcile(ctx context.Context, key objectKey) (retry, error) {
 	inf := c.targetInformer(key)
 	if inf == nil {
 		c.forget(key)
-		return 0, nil
+		return retry{}, nil
 	}
 	item, exists, err := inf.GetStore().GetByKey(storeKey(key.Namespace, key.Name))
 	if err != nil {
-		return 0, err
+		return retry{}, err
 	}
 	obj, ok := item.(*unstructured.Unstructured)
 	if !exists || !ok {
 		c.forget(key)
-		return 0, nil
+		return retry{}, nil
 	}
 	return c.sync(ctx, key, obj, true)
 }
@@ -68,14 +76,14 @@ func storeKey(namespace, name string) string {
 // sync computes every rule of obj, writes the target once if any
 // destination differs (and this replica leads), and publishes the rows.
 // On a conflict it re-reads the target and tries once more when mayRetry.
-func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.Unstructured, mayRetry bool) (time.Duration, error) {
+func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.Unstructured, mayRetry bool) (retry, error) {
 	parsed := rules.ParseAnnotations(obj.GetAnnotations())
 	if len(parsed) == 0 {
 		c.forget(key)
-		return 0, nil
+		return retry{}, nil
 	}
 	wanted := obj.DeepCopy()
-	outcomes, sources, requeue := c.plan(obj, wanted, parsed)
+	outcomes, sources, again := c.plan(obj, wanted, parsed)
 	c.setUses(key, sources)
 
 	changed := !sameValue(obj.Object, wanted.Object)
@@ -100,12 +108,12 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 		case apierrors.IsConflict(err):
 			writesTotal.WithLabelValues("conflict").Inc()
 			if !mayRetry {
-				return 0, fmt.Errorf("updating %s: %w", key, err)
+				return retry{}, fmt.Errorf("updating %s: %w", key, err)
 			}
 			logger.V(2).Info("Target changed while Courier wrote it; re-reading")
 			fresh, gerr := c.cfg.Dynamic.Resource(key.GVR).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
 			if gerr != nil {
-				return 0, fmt.Errorf("re-reading %s after a conflict: %w", key, gerr)
+				return retry{}, fmt.Errorf("re-reading %s after a conflict: %w", key, gerr)
 			}
 			return c.sync(ctx, key, fresh, false)
 		case err != nil:
@@ -117,29 +125,31 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 					dsts = append(dsts, o.rule.Destination.String())
 				}
 			}
-			logger.Info("Writing field copies failed", "destinations", dsts, "err", msg)
+			// Logged at the default verbosity once, by publish, when the
+			// rows turn Failed; retries are quieter.
+			logger.V(2).Info("Writing field copies failed", "destinations", dsts, "err", msg)
 			for _, o := range outcomes {
 				if o.write {
 					o.fail(courier.FieldCopyPhaseFailed, "writing the target failed: %s", msg)
 				}
 			}
-			requeue = minPositive(requeue, c.cfg.RetryInterval)
+			again.backoff = true
 		default:
 			writesTotal.WithLabelValues("written").Inc()
 			c.judgeWrite(ctx, key, updated, wanted, outcomes)
 		}
 	}
 	c.publish(ctx, key, obj, outcomes)
-	return requeue, nil
+	return again, nil
 }
 
 // plan computes every rule onto wanted (a copy of obj) and returns the
-// outcomes, the sources read, and when to look again (0: on events only).
-func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, time.Duration) {
+// outcomes, the sources read, and when to look again without an event.
+func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
 	var (
 		outcomes []*outcome
 		sources  []objectKey
-		requeue  time.Duration
+		again    retry
 	)
 	for _, r := range parsed {
 		o := &outcome{rule: r}
@@ -162,7 +172,7 @@ func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules
 			if err != nil {
 				// The resource may be a CRD not installed yet: look again.
 				o.fail(courier.FieldCopyPhaseInvalid, "%s: %v", r.Origin, err)
-				requeue = minPositive(requeue, c.cfg.RetryInterval)
+				again.backoff = true
 				continue
 			}
 			ns, ok := c.sourceNamespace(o, obj.GetNamespace(), s, res)
@@ -175,7 +185,7 @@ func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules
 			inf, synced := c.sourceInformer(res.GVR, ns)
 			if !synced {
 				o.fail(courier.FieldCopyPhasePending, "waiting for Courier's watch on %s to sync", res.GVR.Resource)
-				requeue = minPositive(requeue, syncWait)
+				again.after = syncWait
 				continue
 			}
 			item, exists, err := inf.GetStore().GetByKey(storeKey(ns, s.Name))
@@ -221,7 +231,7 @@ func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules
 			o.write = true
 		}
 	}
-	return outcomes, sources, requeue
+	return outcomes, sources, again
 }
 
 // sourceNamespace decides where the source lives, refusing sources outside
@@ -340,11 +350,4 @@ func writeError(err error) string {
 		return fmt.Sprintf("the API server rejected the object as invalid at %v", fields)
 	}
 	return fmt.Sprintf("the API server answered %d %s", s.Code, s.Reason)
-}
-
-func minPositive(a, b time.Duration) time.Duration {
-	if a <= 0 || b < a {
-		return b
-	}
-	return a
 }
