@@ -103,6 +103,10 @@ type Controller struct {
 	queue workqueue.TypedRateLimitingInterface[objectKey]
 	now   func() time.Time
 
+	// publishMu is held from changing rows to storing them (rows.go), so
+	// Replace calls happen in the order their snapshots were taken.
+	publishMu sync.Mutex
+
 	mu         sync.Mutex
 	ctx        context.Context // set by Run; informers started later use it
 	leading    bool

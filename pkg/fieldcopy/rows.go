@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -79,6 +80,10 @@ func (c *Controller) publish(ctx context.Context, key objectKey, obj *unstructur
 	type warning struct{ reason, message string }
 	var warnings []warning
 
+	// publishMu keeps Replace calls in the order their snapshots were
+	// taken: two workers must not store an older set of rows last.
+	c.publishMu.Lock()
+	defer c.publishMu.Unlock()
 	c.mu.Lock()
 	old := map[string]bool{}
 	for _, r := range c.rows[key] {
@@ -117,11 +122,20 @@ func (c *Controller) publish(ctx context.Context, key objectKey, obj *unstructur
 		delete(c.since, key.Namespace+"/"+name)
 		delete(c.lastApplied, key.Namespace+"/"+name)
 	}
+	// Replace compares every row of every target; skip it when this
+	// target's rows are what they were, the usual case of an event that
+	// changed nothing Courier shows.
+	unchanged := apiequality.Semantic.DeepEqual(c.rows[key], rows)
 	c.rows[key] = rows
-	all := c.allRowsLocked()
+	var all []*courier.FieldCopy
+	if !unchanged {
+		all = c.allRowsLocked()
+	}
 	c.mu.Unlock()
 
-	c.cfg.Store.Replace(all)
+	if !unchanged {
+		c.cfg.Store.Replace(all)
+	}
 	if c.cfg.Recorder != nil {
 		for _, w := range warnings {
 			c.cfg.Recorder.Event(obj, corev1.EventTypeWarning, w.reason, w.message)
@@ -183,6 +197,8 @@ func (c *Controller) allRowsLocked() []*courier.FieldCopy {
 // forget drops a target that is gone or has no rules any more: its rows,
 // its place in the source index, and what was remembered of its writes.
 func (c *Controller) forget(key objectKey) {
+	c.publishMu.Lock()
+	defer c.publishMu.Unlock()
 	c.mu.Lock()
 	for _, r := range c.rows[key] {
 		delete(c.since, r.Namespace+"/"+r.Name)
