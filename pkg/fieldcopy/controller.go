@@ -159,18 +159,16 @@ func NewController(cfg Config) *Controller {
 	}
 }
 
-// SetLeading says whether this replica writes targets. Becoming leader
-// re-checks every target, since followers computed but did not write.
+// SetLeading says whether this replica writes targets; leader election
+// calls it. Every replica watches and computes rows either way.
 func (c *Controller) SetLeading(leading bool) {
 	c.mu.Lock()
 	was := c.leading
 	c.leading = leading
 	c.mu.Unlock()
-	if leading && !was {
-		c.enqueueAllTargets()
-	} else if !leading && was {
-		// Rows that said Applied stay true; rows about to be written turn
-		// Pending on their next reconcile.
+	// A new leader writes what followers only computed; a replica that
+	// stops leading shows Pending where a write is still due.
+	if leading != was {
 		c.enqueueAllTargets()
 	}
 }
@@ -181,9 +179,10 @@ func (c *Controller) isLeading() bool {
 	return c.leading
 }
 
-// Ready reports whether every target kind resolved so far has its watch
-// synced and its objects reconciled once: until then a list of rows would
-// show too few.
+// Ready reports whether Run has started and every target kind resolved so
+// far has its watch synced and every object it listed queued: before that
+// a list of rows would miss targets Courier has not even seen. (Rows
+// follow within the first pass of the queue.)
 func (c *Controller) Ready() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
