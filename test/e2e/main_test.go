@@ -47,7 +47,7 @@ func run(m *testing.M) (int, error) {
 	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "e2e", Keep: os.Getenv("COURIER_E2E_KEEP") != "",
 		// --v=2 logs every copy written: the tests read the log, and check
 		// that no secret value ever reaches it.
-		CourierArgs: []string{"-v=2"}})
+		CourierArgs: append([]string{"-v=2"}, fieldCopyArgs...)})
 	if err != nil {
 		return 0, err
 	}

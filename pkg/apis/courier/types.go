@@ -88,6 +88,9 @@ const (
 	FieldCopyPhaseInvalid       FieldCopyPhase = "Invalid"
 	FieldCopyPhaseRefused       FieldCopyPhase = "Refused"
 	FieldCopyPhaseFailed        FieldCopyPhase = "Failed"
+	// FieldCopyPhasePending: the destination does not hold the source's
+	// value yet and this replica is not the leader, which writes it.
+	FieldCopyPhasePending FieldCopyPhase = "Pending"
 )
 
 // FieldCopyMode says how a source value is applied to the destination path.

@@ -45,6 +45,8 @@ type Options struct {
 	// AlternateDNS are extra names for the self-signed serving certificate
 	// made when no --tls-cert-file is given.
 	AlternateDNS []string
+	// FieldCopy are the k8s-copier flags (fieldcopy.go).
+	FieldCopy FieldCopyOptions
 
 	// UpstreamID identifies the upstream cluster on every copy (owner label,
 	// courier.dev/upstream). Empty means the UID of the upstream's
@@ -97,6 +99,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
+	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
 	courier := fss.FlagSet("courier")
 	courier.StringVar(&o.UpstreamID, "upstream-id", o.UpstreamID,
 		"Identifies the upstream cluster in the owner label and courier.dev/upstream annotation of every copy. Default: the UID of the upstream's kube-system namespace.")
@@ -132,6 +135,7 @@ func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
+	errs = append(errs, o.FieldCopy.validate()...)
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}

@@ -27,7 +27,10 @@ func NewCommand(ctx context.Context, o *Options) *cobra.Command {
 		Long: `courier-apiserver is a Kubernetes aggregated API server (courier.dev/v1alpha1)
 with no storage of its own. It serves downstreamcopies, one row per Secret or
 ConfigMap listed in a Fleet HelmOp's downstreamResources and per downstream
-cluster the HelmOp targets, computed from the upstream cluster's state.`,
+cluster the HelmOp targets, and fieldcopies, one row per k8s-copier style
+field-copy rule on an object of a --fieldcopy-target kind, both computed from
+the upstream cluster's state. With --leader-elect, every replica serves and
+only the holder of the Lease writes.`,
 		SilenceUsage: true,
 		RunE: func(c *cobra.Command, _ []string) error {
 			verflag.PrintAndExitIfRequested()
@@ -107,7 +110,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if !views.controller.Ready() {
 			return fmt.Errorf("informers have not synced yet")
 		}
-		return nil
+		return fieldCopiesReady(views.fieldCopy)
 	})); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
+	"github.com/courier-dev/courier/pkg/fieldcopy"
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -60,6 +61,7 @@ type views struct {
 	events            record.EventBroadcaster
 	downstreamCopies  *memstore.Store[*courier.DownstreamCopy]
 	fieldCopies       *memstore.Store[*courier.FieldCopy]
+	fieldCopy         *fieldcopy.Controller // nil without --fieldcopy-target
 }
 
 func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
@@ -132,6 +134,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if err != nil {
 		return nil, err
 	}
+	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -140,6 +145,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
+	startFieldCopies(ctx, v.fieldCopy)
 	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
 }
 
@@ -147,6 +153,9 @@ func (v *views) start(ctx context.Context) {
 // loses the Lease.
 func (v *views) setLeading(leading bool) {
 	v.engine.SetLeading(leading)
+	if v.fieldCopy != nil {
+		v.fieldCopy.SetLeading(leading)
+	}
 }
 
 // stop releases what the engine used, after it has stopped.

@@ -599,10 +599,10 @@ func schema_pkg_apis_courier_v1alpha1_FieldCopyStatus(ref common.ReferenceCallba
 				Properties: map[string]spec.Schema{
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Phase is Applied, SourceMissing, Invalid, Refused or Failed.\n\nPossible enum values:\n - `\"Applied\"` : the destination holds the source's value.\n - `\"Failed\"` : writing the destination failed.\n - `\"Invalid\"` : the rule cannot be parsed or resolved.\n - `\"Refused\"` : the rule is not allowed (for example a cross-namespace source).\n - `\"SourceMissing\"` : the source object or path does not exist.",
+							Description: "Phase is Applied, SourceMissing, Invalid, Refused, Failed or Pending.\n\nPossible enum values:\n - `\"Applied\"` : the destination holds the source's value.\n - `\"Failed\"` : writing the destination failed.\n - `\"Invalid\"` : the rule cannot be parsed or resolved.\n - `\"Pending\"` : the destination does not hold the source's value yet; the leader writes it (shown by replicas that are not leading).\n - `\"Refused\"` : the rule is not allowed (for example a cross-namespace source).\n - `\"SourceMissing\"` : the source object or path does not exist.",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Applied", "Failed", "Invalid", "Refused", "SourceMissing"},
+							Enum:        []interface{}{"Applied", "Failed", "Invalid", "Pending", "Refused", "SourceMissing"},
 						},
 					},
 					"message": {

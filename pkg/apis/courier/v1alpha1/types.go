@@ -146,6 +146,9 @@ const (
 	FieldCopyPhaseRefused FieldCopyPhase = "Refused"
 	// FieldCopyPhaseFailed: writing the destination failed.
 	FieldCopyPhaseFailed FieldCopyPhase = "Failed"
+	// FieldCopyPhasePending: the destination does not hold the source's
+	// value yet; the leader writes it (shown by replicas that are not leading).
+	FieldCopyPhasePending FieldCopyPhase = "Pending"
 )
 
 // FieldCopyMode says how a source value is applied to the destination path.
@@ -222,7 +225,7 @@ type FieldCopySource struct {
 
 // FieldCopyStatus is what Courier last observed of the rule.
 type FieldCopyStatus struct {
-	// Phase is Applied, SourceMissing, Invalid, Refused or Failed.
+	// Phase is Applied, SourceMissing, Invalid, Refused, Failed or Pending.
 	// +optional
 	Phase FieldCopyPhase `json:"phase,omitempty"`
 	// Message says why the rule is in its phase.

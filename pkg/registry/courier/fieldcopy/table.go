@@ -16,7 +16,7 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Path", Type: "string", Description: "The path in the target that the rule writes."},
 	{Name: "Source", Type: "string", Description: "The object and path the rule reads from, as resource:namespace/name:path, or \"json literal\" for a JSON literal written in the annotation."},
 	{Name: "Mode", Type: "string", Description: "Replace, or Merge (JSON merge patch onto the destination)."},
-	{Name: "Phase", Type: "string", Description: "Where the rule stands: Applied, SourceMissing, Invalid, Refused or Failed."},
+	{Name: "Phase", Type: "string", Description: "Where the rule stands: Applied, SourceMissing, Invalid, Refused, Failed or Pending."},
 	{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
 	{Name: "Message", Type: "string", Priority: 1, Description: "Why the rule is in its phase."},
 }

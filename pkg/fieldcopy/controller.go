@@ -1,0 +1,402 @@
+// Package fieldcopy is Courier's k8s-copier successor (DESIGN §5): it
+// watches the objects of the --fieldcopy-target kinds, copies fields of
+// other objects into them as their annotations ask, and fills the
+// fieldcopies view with one row per rule. Every replica watches and
+// computes rows; only the leader writes.
+package fieldcopy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// Resolver turns RESOURCE[.VERSION[.GROUP]] into a served resource;
+// *resources.Resolver is the real one.
+type Resolver interface {
+	Resolve(spec string) (resources.Resolved, error)
+}
+
+var _ Resolver = (*resources.Resolver)(nil)
+
+// Config is what the controller needs.
+type Config struct {
+	Dynamic  dynamic.Interface
+	Resolver Resolver
+	Store    *memstore.Store[*courier.FieldCopy]
+	// Targets are the --fieldcopy-target specs.
+	Targets []string
+	// Namespaces limits targets (and, without CrossNamespace, sources) to
+	// these namespaces; empty means all.
+	Namespaces []string
+	// CrossNamespace allows sources outside the target's namespace.
+	CrossNamespace bool
+	// Recorder, when set, receives a Warning Event on the target for rules
+	// that become Invalid, Refused or Failed.
+	Recorder record.EventRecorder
+	// Resync is the informers' resync period.
+	Resync time.Duration
+	// RetryInterval is how often target kinds that do not resolve yet are
+	// retried (default 5 s). Rules naming unknown resources and failed
+	// writes are retried with the queue's backoff (at most maxBackoff).
+	RetryInterval time.Duration
+	// Follower starts the controller not leading: it computes rows and
+	// writes nothing until SetLeading(true). With leader election every
+	// replica starts so.
+	Follower bool
+}
+
+// maxBackoff bounds the retry backoff of one target: a Forbidden target
+// turns Applied at most this long after its RBAC is granted, and a rule
+// naming a CRD installed later resolves at most this long after.
+const maxBackoff = 2 * time.Minute
+
+// objectKey names one object of one resource; the queue holds target keys,
+// the index maps source keys to target keys.
+type objectKey struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+	Name      string
+}
+
+func (k objectKey) String() string {
+	if k.Namespace == "" {
+		return k.GVR.Resource + "/" + k.Name
+	}
+	return k.GVR.Resource + "/" + k.Namespace + "/" + k.Name
+}
+
+// informerKey is one watch: a resource in one namespace ("" for all).
+type informerKey struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+}
+
+// droppedWrite remembers a write whose value the API server did not keep
+// (a status field, a pruned field), so the same write is not repeated in a
+// loop: it is retried only when the target or the wanted value changes.
+type droppedWrite struct {
+	resourceVersion string
+	wanted          map[string]any
+}
+
+// Controller keeps targets and the fieldcopies rows in step with sources.
+type Controller struct {
+	cfg   Config
+	queue workqueue.TypedRateLimitingInterface[objectKey]
+	now   func() time.Time
+
+	// publishMu is held from changing rows to storing them (rows.go), so
+	// Replace calls happen in the order their snapshots were taken.
+	publishMu sync.Mutex
+
+	mu         sync.Mutex
+	ctx        context.Context // set by Run; informers started later use it
+	leading    bool
+	unresolved []string // target specs that do not resolve yet
+	// retrying holds the target specs already logged as unresolved; only
+	// resolveTargets, which never runs concurrently with itself, uses it.
+	retrying     map[string]bool
+	targets      map[informerKey]cache.SharedIndexInformer
+	targetSynced []cache.InformerSynced
+	sources      map[informerKey]cache.SharedIndexInformer
+	index        map[objectKey]map[objectKey]bool // source -> targets that read it
+	uses         map[objectKey][]objectKey        // target -> sources it reads
+	rows         map[objectKey][]*courier.FieldCopy
+	lastApplied  map[string]metav1.Time // row key -> lastAppliedTime
+	since        map[string]phaseSince  // row key -> when it entered its phase
+	dropped      map[objectKey]droppedWrite
+}
+
+type phaseSince struct {
+	phase courier.FieldCopyPhase
+	at    metav1.Time
+}
+
+// NewController returns a controller; Run starts it. It leads unless
+// cfg.Follower; SetLeading switches.
+func NewController(cfg Config) *Controller {
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = 5 * time.Second
+	}
+	registerMetrics()
+	return &Controller{
+		cfg: cfg,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedMaxOfRateLimiter(
+				workqueue.NewTypedItemExponentialFailureRateLimiter[objectKey](5*time.Millisecond, maxBackoff),
+				&workqueue.TypedBucketRateLimiter[objectKey]{Limiter: rate.NewLimiter(rate.Limit(10), 100)}),
+			workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: "courier_fieldcopies"}),
+		now:         time.Now,
+		leading:     !cfg.Follower,
+		unresolved:  append([]string(nil), cfg.Targets...),
+		retrying:    map[string]bool{},
+		targets:     map[informerKey]cache.SharedIndexInformer{},
+		sources:     map[informerKey]cache.SharedIndexInformer{},
+		index:       map[objectKey]map[objectKey]bool{},
+		uses:        map[objectKey][]objectKey{},
+		rows:        map[objectKey][]*courier.FieldCopy{},
+		lastApplied: map[string]metav1.Time{},
+		since:       map[string]phaseSince{},
+		dropped:     map[objectKey]droppedWrite{},
+	}
+}
+
+// SetLeading says whether this replica writes targets; leader election
+// calls it. Every replica watches and computes rows either way.
+func (c *Controller) SetLeading(leading bool) {
+	c.mu.Lock()
+	was := c.leading
+	c.leading = leading
+	c.mu.Unlock()
+	// A new leader writes what followers only computed; a replica that
+	// stops leading shows Pending where a write is still due.
+	if leading != was {
+		c.enqueueAllTargets()
+	}
+}
+
+func (c *Controller) isLeading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading
+}
+
+// Ready reports whether Run has started and every target kind resolved so
+// far has its watch synced and every object it listed queued: before that
+// a list of rows would miss targets Courier has not even seen. (Rows
+// follow within the first pass of the queue.)
+func (c *Controller) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		return false
+	}
+	for _, synced := range c.targetSynced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run starts the watches and workers and blocks until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+
+	// Target kinds that do not resolve yet (a CRD not installed yet) are
+	// retried; they never stop the others.
+	go wait.UntilWithContext(ctx, c.resolveTargets, c.cfg.RetryInterval)
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.processNext(ctx) {
+			}
+		}, time.Second)
+	}
+	logger.Info("Started fieldcopies controller", "targets", c.cfg.Targets, "namespaces", c.cfg.Namespaces)
+	<-ctx.Done()
+}
+
+// resolveTargets starts watches for the target kinds that resolve now.
+func (c *Controller) resolveTargets(ctx context.Context) {
+	c.mu.Lock()
+	specs := c.unresolved
+	c.mu.Unlock()
+	var still []string
+	for _, spec := range specs {
+		res, err := c.cfg.Resolver.Resolve(spec)
+		if err != nil {
+			// Said once at the default verbosity: the kind may simply be
+			// a CRD not installed yet, retried every RetryInterval.
+			logger := klog.FromContext(ctx)
+			if c.retrying[spec] {
+				logger = logger.V(4)
+			}
+			logger.Info("Field-copy target kind does not resolve yet; retrying", "target", spec, "err", err)
+			c.retrying[spec] = true
+			still = append(still, spec)
+			continue
+		}
+		namespaces := c.cfg.Namespaces
+		if len(namespaces) == 0 || !res.Namespaced {
+			namespaces = []string{""}
+		}
+		for _, ns := range namespaces {
+			c.startTargetInformer(ctx, informerKey{GVR: res.GVR, Namespace: ns})
+		}
+		klog.FromContext(ctx).Info("Watching field-copy targets", "target", spec, "resource", res.GVR.String())
+	}
+	c.mu.Lock()
+	c.unresolved = still
+	c.mu.Unlock()
+}
+
+func (c *Controller) startTargetInformer(ctx context.Context, key informerKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.targets[key]; ok {
+		return
+	}
+	inf := c.newInformer(key)
+	enqueue := func(obj any) {
+		if k, ok := keyOf(key.GVR, obj); ok {
+			c.queue.Add(k)
+		}
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	})
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Adding a handler to a field-copy target informer failed", "resource", key.GVR.String())
+		return
+	}
+	c.targets[key] = inf
+	c.targetSynced = append(c.targetSynced, inf.HasSynced, reg.HasSynced)
+	go inf.Run(ctx.Done())
+}
+
+// sourceInformer returns the watch that holds source objects of gvr in
+// namespace, creating and starting it the first time. A worker never waits
+// for it to sync: synced is false until it has.
+func (c *Controller) sourceInformer(gvr schema.GroupVersionResource, namespace string) (inf cache.SharedIndexInformer, synced bool) {
+	key := informerKey{GVR: gvr, Namespace: ""}
+	if namespace != "" && !c.cfg.CrossNamespace && len(c.cfg.Namespaces) > 0 {
+		// Only same-namespace sources are allowed, and targets live only in
+		// these namespaces: watch just the namespace, which also works with
+		// namespaced RBAC.
+		key.Namespace = namespace
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inf, ok := c.sources[key]; ok {
+		return inf, inf.HasSynced()
+	}
+	// A kind that is also a target kind is already watched there: share
+	// that watch rather than hold every object twice.
+	inf, shared := c.targets[key]
+	if !shared {
+		inf = c.newInformer(key)
+	}
+	notify := func(obj any) {
+		k, ok := keyOf(gvr, obj)
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		targets := make([]objectKey, 0, len(c.index[k]))
+		for t := range c.index[k] {
+			targets = append(targets, t)
+		}
+		c.mu.Unlock()
+		for _, t := range targets {
+			c.queue.Add(t)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, obj any) { notify(obj) },
+		DeleteFunc: notify,
+	}); err != nil {
+		utilruntime.HandleError(fmt.Errorf("adding a handler to the %s source informer: %w", gvr, err))
+	}
+	c.sources[key] = inf
+	if shared {
+		return inf, inf.HasSynced()
+	}
+	go inf.Run(c.ctx.Done())
+	// Targets that asked before the watch synced are requeued by the
+	// worker (see reconcile); nothing waits here.
+	return inf, false
+}
+
+func (c *Controller) newInformer(key informerKey) cache.SharedIndexInformer {
+	return dynamicinformer.NewFilteredDynamicInformer(c.cfg.Dynamic, key.GVR, key.Namespace, c.cfg.Resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+}
+
+// keyOf returns the key of an informer's object, including tombstones.
+func keyOf(gvr schema.GroupVersionResource, obj any) (objectKey, bool) {
+	k, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return objectKey{}, false
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(k)
+	if err != nil {
+		return objectKey{}, false
+	}
+	return objectKey{GVR: gvr, Namespace: ns, Name: name}, true
+}
+
+// targetInformer returns the informer that holds target key, if any.
+func (c *Controller) targetInformer(key objectKey) cache.SharedIndexInformer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inf, ok := c.targets[informerKey{GVR: key.GVR, Namespace: key.Namespace}]; ok {
+		return inf
+	}
+	return c.targets[informerKey{GVR: key.GVR}]
+}
+
+func (c *Controller) enqueueAllTargets() {
+	c.mu.Lock()
+	infs := make([]cache.SharedIndexInformer, 0, len(c.targets))
+	gvrs := make([]schema.GroupVersionResource, 0, len(c.targets))
+	for k, inf := range c.targets {
+		infs = append(infs, inf)
+		gvrs = append(gvrs, k.GVR)
+	}
+	c.mu.Unlock()
+	for i, inf := range infs {
+		for _, obj := range inf.GetStore().List() {
+			if k, ok := keyOf(gvrs[i], obj); ok {
+				c.queue.Add(k)
+			}
+		}
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	again, err := c.reconcile(ctx, key)
+	switch {
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, "Reconciling field copies failed; retrying", "target", key.String())
+		c.queue.AddRateLimited(key)
+	case again.backoff:
+		c.queue.AddRateLimited(key)
+	default:
+		c.queue.Forget(key)
+	}
+	if err == nil && again.after > 0 {
+		c.queue.AddAfter(key, again.after)
+	}
+	return true
+}

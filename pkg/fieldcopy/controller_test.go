@@ -1,0 +1,430 @@
+package fieldcopy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+var (
+	secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	fedGVR     = schema.GroupVersionResource{Group: "example.dev", Version: "v1", Resource: "federatedsecrets"}
+)
+
+// fakeResolver knows secrets and federatedsecrets.
+type fakeResolver struct{}
+
+func (fakeResolver) Resolve(spec string) (resources.Resolved, error) {
+	switch spec {
+	case "secret", "secrets", "Secret":
+		return resources.Resolved{GVR: secretsGVR, GVK: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, Namespaced: true}, nil
+	case "federatedsecret", "federatedsecrets":
+		return resources.Resolved{GVR: fedGVR, GVK: schema.GroupVersionKind{Group: "example.dev", Version: "v1", Kind: "FederatedSecret"}, Namespaced: true}, nil
+	}
+	return resources.Resolved{}, fmt.Errorf("resource %q is not served by the API server", spec)
+}
+
+func secret(ns, name string, data map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"data":     data,
+	}}
+}
+
+func fed(ns, name string, annotations map[string]string, template map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.dev/v1", "kind": "FederatedSecret",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec":     map[string]any{"template": template},
+	}}
+	u.SetAnnotations(annotations)
+	return u
+}
+
+type harness struct {
+	t      *testing.T
+	client *dynamicfake.FakeDynamicClient
+	store  *memstore.Store[*courier.FieldCopy]
+	ctrl   *Controller
+
+	mu      sync.Mutex
+	updates int // update requests that reached the tracker
+}
+
+func start(t *testing.T, cross bool, objs ...runtime.Object) *harness {
+	t.Helper()
+	return startTargets(t, []string{"federatedsecrets"}, cross, objs...)
+}
+
+func startTargets(t *testing.T, targets []string, cross bool, objs ...runtime.Object) *harness {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+		secretsGVR: "SecretList",
+		fedGVR:     "FederatedSecretList",
+	}, objs...)
+	h := &harness{t: t, client: client, store: memstore.New[*courier.FieldCopy]()}
+	client.PrependReactor("update", "federatedsecrets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		h.mu.Lock()
+		h.updates++
+		h.mu.Unlock()
+		return false, nil, nil
+	})
+	h.ctrl = NewController(Config{
+		Dynamic:        client,
+		Resolver:       fakeResolver{},
+		Store:          h.store,
+		Targets:        targets,
+		CrossNamespace: cross,
+		RetryInterval:  100 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go h.ctrl.Run(ctx, 2)
+	h.eventually("controller ready", func() (bool, string) { return h.ctrl.Ready(), "not ready" })
+	return h
+}
+
+func (h *harness) eventually(what string, check func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = check(); ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting for %s; last: %s", what, last)
+}
+
+func (h *harness) updateCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.updates
+}
+
+// row returns the phase and message of a row, or "" when absent.
+func (h *harness) row(ns, name string) (courier.FieldCopyPhase, string) {
+	r, ok := h.store.Get(ns, name)
+	if !ok {
+		return "", ""
+	}
+	return r.Status.Phase, r.Status.Message
+}
+
+func (h *harness) waitRow(ns, name string, phase courier.FieldCopyPhase, msg string) {
+	h.t.Helper()
+	h.eventually(fmt.Sprintf("row %s/%s %s", ns, name, phase), func() (bool, string) {
+		p, m := h.row(ns, name)
+		return p == phase && strings.Contains(m, msg), fmt.Sprintf("%q %q; rows: %v", p, m, h.rowNames())
+	})
+}
+
+func (h *harness) rowNames() []string {
+	items, _ := h.store.List("", nil)
+	var names []string
+	for _, r := range items {
+		names = append(names, r.Namespace+"/"+r.Name+"="+string(r.Status.Phase))
+	}
+	return names
+}
+
+func (h *harness) get(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	h.t.Helper()
+	u, err := h.client.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return u
+}
+
+func (h *harness) update(gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+	h.t.Helper()
+	if _, err := h.client.Resource(gvr).Namespace(u.GetNamespace()).Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) waitData(ns, name string, want string) {
+	h.t.Helper()
+	h.eventually("target data "+want, func() (bool, string) {
+		got := fmt.Sprint(h.get(fedGVR, ns, name).Object["spec"].(map[string]any)["template"])
+		return got == want, got
+	})
+}
+
+const copyData = "k8s-copier.fig.org/replace-spec.template.data"
+
+func TestCopyAndSourceChange(t *testing.T) {
+	h := start(t, false,
+		secret("ns1", "cloud-secret-master", map[string]any{"k": "djE="}),
+		fed("ns1", "fs", map[string]string{copyData: "secret:cloud-secret-master:data"}, map[string]any{}))
+	h.waitData("ns1", "fs", "map[data:map[k:djE=]]")
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "spec.template.data holds data of secret ns1/cloud-secret-master")
+	r, _ := h.store.Get("ns1", "federatedsecret.fs.spec.template.data")
+	if r.Status.LastAppliedTime == nil || r.Spec.Source == nil || r.Spec.Source.Namespace != "ns1" {
+		t.Errorf("row %+v: want lastAppliedTime and a source in ns1", r)
+	}
+
+	s := h.get(secretsGVR, "ns1", "cloud-secret-master")
+	s.Object["data"] = map[string]any{"k": "djI="}
+	h.update(secretsGVR, s)
+	h.waitData("ns1", "fs", "map[data:map[k:djI=]]")
+}
+
+// TestAlreadyRightIsNotWritten checks that a target holding the right value
+// is never written, even when looked at again.
+func TestAlreadyRightIsNotWritten(t *testing.T) {
+	h := start(t, false,
+		secret("ns1", "src", map[string]any{"k": "djE="}),
+		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{"data": map[string]any{"k": "djE="}}))
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "holds")
+	h.ctrl.SetLeading(false)
+	h.ctrl.SetLeading(true) // requeues every target
+	// A second target that does need a write proves the queue was worked
+	// after the requeue.
+	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
+		fed("ns1", "other", map[string]string{copyData: "secret:src:data"}, map[string]any{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitData("ns1", "other", "map[data:map[k:djE=]]")
+	if n := h.updateCount(); n != 1 {
+		t.Fatalf("%d updates; want 1 (only the target that needed it)", n)
+	}
+}
+
+func TestConflictIsRetried(t *testing.T) {
+	h := start(t, false, secret("ns1", "src", map[string]any{"k": "djE="}))
+	conflicts := 0
+	h.client.PrependReactor("update", "federatedsecrets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts == 0 {
+			conflicts++
+			return true, nil, apierrors.NewConflict(fedGVR.GroupResource(), "fs", fmt.Errorf("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
+		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitData("ns1", "fs", "map[data:map[k:djE=]]")
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "holds")
+	if conflicts != 1 {
+		t.Fatalf("the conflict reactor ran %d times", conflicts)
+	}
+	var gets int
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource() == fedGVR {
+			gets++
+		}
+	}
+	if gets == 0 {
+		t.Error("the target was not re-read after the conflict")
+	}
+}
+
+func TestCrossNamespace(t *testing.T) {
+	objs := func() []runtime.Object {
+		return []runtime.Object{
+			secret("ns2", "src", map[string]any{"k": "djE="}),
+			fed("ns1", "fs", map[string]string{copyData: "secret:ns2/src:data"}, map[string]any{}),
+		}
+	}
+	h := start(t, false, objs()...)
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseRefused, "--fieldcopy-cross-namespace")
+	if n := h.updateCount(); n != 0 {
+		t.Fatalf("refused rule wrote the target %d times", n)
+	}
+	if got := fmt.Sprint(h.get(fedGVR, "ns1", "fs").Object["spec"]); got != "map[template:map[]]" {
+		t.Fatalf("target changed: %s", got)
+	}
+
+	h = start(t, true, objs()...)
+	h.waitData("ns1", "fs", "map[data:map[k:djE=]]")
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "secret ns2/src")
+}
+
+// TestRemovedAnnotationEndsRule removes one target's annotation, then
+// changes the source that target and a second one read: once the second
+// target has the new value, the first must still have the old one.
+func TestRemovedAnnotationEndsRule(t *testing.T) {
+	h := start(t, false,
+		secret("ns1", "src", map[string]any{"k": "djE="}),
+		fed("ns1", "a", map[string]string{copyData: "secret:src:data"}, map[string]any{}),
+		fed("ns1", "b", map[string]string{copyData: "secret:src:data"}, map[string]any{}))
+	h.waitData("ns1", "a", "map[data:map[k:djE=]]")
+	h.waitData("ns1", "b", "map[data:map[k:djE=]]")
+
+	a := h.get(fedGVR, "ns1", "a")
+	a.SetAnnotations(nil)
+	h.update(fedGVR, a)
+	h.eventually("row of a gone", func() (bool, string) {
+		p, _ := h.row("ns1", "federatedsecret.a.spec.template.data")
+		return p == "", string(p)
+	})
+
+	s := h.get(secretsGVR, "ns1", "src")
+	s.Object["data"] = map[string]any{"k": "djI="}
+	h.update(secretsGVR, s)
+	h.waitData("ns1", "b", "map[data:map[k:djI=]]")
+	if got := fmt.Sprint(h.get(fedGVR, "ns1", "a").Object["spec"].(map[string]any)["template"]); got != "map[data:map[k:djE=]]" {
+		t.Fatalf("target a changed after its annotation was removed: %s", got)
+	}
+}
+
+// TestRulesAreIndependent checks literal, bracketed key, field-copies list,
+// merge and invalid rules on one target: bad rules are rows with messages
+// and the good ones still apply.
+func TestRulesAreIndependent(t *testing.T) {
+	h := start(t, false,
+		secret("ns1", "tls-src", map[string]any{"tls.crt": "Y2VydA==", "ca.crt": "Y2E="}),
+		fed("ns1", "fs", map[string]string{
+			"k8s-copier.fig.org/replace-spec.template.lit":    `json:{"a":1}`,
+			"k8s-copier.fig.org/replace-spec.template.cert":   "secret:tls-src:data[tls.crt]",
+			"k8s-copier.fig.org/merge-spec.template.merged":   `json:{"b":2,"gone":null}`,
+			"k8s-copier.fig.org/replace-spec.template.bad":    "widgets:x:data",
+			"k8s-copier.fig.org/replace-spec.template.nopath": "secret:tls-src:data.missing",
+			"k8s-copier.fig.org/replace-spec.template.json":   "json:{",
+			"courier.dev/field-copies":                        `[{"to":"spec.template.data[ca.crt]","from":"secret:tls-src:data[ca.crt]"}]`,
+		}, map[string]any{"merged": map[string]any{"a": "kept", "gone": "x"}}))
+	h.waitData("ns1", "fs", "map[cert:Y2VydA== data:map[ca.crt:Y2E=] lit:map[a:1] merged:map[a:kept b:2]]")
+	for name, want := range map[string]courier.FieldCopyPhase{
+		"federatedsecret.fs.spec.template.lit":         courier.FieldCopyPhaseApplied,
+		"federatedsecret.fs.spec.template.cert":        courier.FieldCopyPhaseApplied,
+		"federatedsecret.fs.spec.template.merged":      courier.FieldCopyPhaseApplied,
+		"federatedsecret.fs.spec.template.data-ca.crt": courier.FieldCopyPhaseApplied,
+		"federatedsecret.fs.spec.template.bad":         courier.FieldCopyPhaseInvalid,
+		"federatedsecret.fs.spec.template.nopath":      courier.FieldCopyPhaseSourceMissing,
+		"federatedsecret.fs.spec.template.json":        courier.FieldCopyPhaseInvalid,
+	} {
+		h.waitRow("ns1", name, want, "")
+	}
+	if _, msg := h.row("ns1", "federatedsecret.fs.spec.template.bad"); !strings.Contains(msg, `"widgets" is not served`) {
+		t.Errorf("bad resource message: %q", msg)
+	}
+	// No row or message may carry a copied value.
+	items, _ := h.store.List("", nil)
+	for _, r := range items {
+		for _, v := range []string{"Y2VydA==", "Y2E=", "kept"} {
+			if strings.Contains(fmt.Sprintf("%+v", r), v) {
+				t.Errorf("row %s carries a copied value", r.Name)
+			}
+		}
+	}
+}
+
+func TestFollowerShowsPending(t *testing.T) {
+	h := start(t, false, secret("ns1", "src", map[string]any{"k": "djE="}))
+	h.ctrl.SetLeading(false)
+	if h.ctrl.isLeading() {
+		t.Fatal("SetLeading(false) did not take")
+	}
+	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
+		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhasePending, "the leader writes it")
+	if n := h.updateCount(); n != 0 {
+		t.Fatalf("a follower wrote %d times", n)
+	}
+	h.ctrl.SetLeading(true)
+	h.waitData("ns1", "fs", "map[data:map[k:djE=]]")
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "holds")
+}
+
+// TestTargetKindSharedAsSource has a Secret copy a key of another Secret:
+// the kind is both target and source, and Courier holds it in one watch.
+func TestTargetKindSharedAsSource(t *testing.T) {
+	h := startTargets(t, []string{"secrets"}, false,
+		secret("ns1", "tls-src", map[string]any{"ca.crt": "Q0E="}),
+		func() *unstructured.Unstructured {
+			u := secret("ns1", "tls-dst", map[string]any{"other": "Tw=="})
+			u.SetAnnotations(map[string]string{"courier.dev/field-copies": `[{"to":"data[ca.crt]","from":"secret:tls-src:data[ca.crt]"}]`})
+			return u
+		}())
+	h.eventually("ca.crt copied", func() (bool, string) {
+		got := fmt.Sprint(h.get(secretsGVR, "ns1", "tls-dst").Object["data"])
+		return got == "map[ca.crt:Q0E= other:Tw==]", got
+	})
+	h.waitRow("ns1", "secret.tls-dst.data-ca.crt", courier.FieldCopyPhaseApplied, "data[ca.crt] holds data[ca.crt] of secret ns1/tls-src")
+	key := informerKey{GVR: secretsGVR}
+	h.ctrl.mu.Lock()
+	defer h.ctrl.mu.Unlock()
+	if h.ctrl.sources[key] == nil || h.ctrl.sources[key] != h.ctrl.targets[key] {
+		t.Fatalf("secrets are watched twice: source %p, target %p", h.ctrl.sources[key], h.ctrl.targets[key])
+	}
+}
+
+// TestDroppedWriteIsNotRepeated makes the API server drop what Courier
+// writes (as for a status field or a pruned one): the row says Failed, and
+// looking at the target again does not write it again.
+func TestDroppedWriteIsNotRepeated(t *testing.T) {
+	h := start(t, false, secret("ns1", "src", map[string]any{"k": "djE="}))
+	h.client.PrependReactor("update", "federatedsecrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		h.mu.Lock()
+		h.updates++
+		h.mu.Unlock()
+		obj := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		unstructured.RemoveNestedField(obj.Object, "spec", "template", "data")
+		obj.SetResourceVersion("2")
+		return true, obj, nil
+	})
+	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
+		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseFailed, "did not keep the value written at spec.template.data")
+	if n := h.updateCount(); n != 1 {
+		t.Fatalf("%d updates, want 1", n)
+	}
+	// Courier looks again at the same version of the target: no write.
+	key := objectKey{GVR: fedGVR, Namespace: "ns1", Name: "fs"}
+	obj := h.get(fedGVR, "ns1", "fs")
+	obj.SetResourceVersion("2")
+	if _, err := h.ctrl.sync(context.Background(), key, obj, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.updateCount(); n != 1 {
+		t.Fatalf("the dropped write was repeated: %d updates", n)
+	}
+	if p, _ := h.row("ns1", "federatedsecret.fs.spec.template.data"); p != courier.FieldCopyPhaseFailed {
+		t.Fatalf("phase %s after looking again, want Failed", p)
+	}
+}
+
+// TestWriteErrorsNameNoValues checks that an Invalid answer, whose message
+// may quote the rejected value, is reduced to its field paths, and that a
+// Forbidden answer is kept whole.
+func TestWriteErrorsNameNoValues(t *testing.T) {
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "s", field.ErrorList{
+		field.Invalid(field.NewPath("data", "k"), "s3cr3t-value", "must be base64")})
+	if got := writeError(invalid); strings.Contains(got, "s3cr3t-value") || !strings.Contains(got, "data.k") {
+		t.Errorf("Invalid: %q", got)
+	}
+	forbidden := apierrors.NewForbidden(fedGVR.GroupResource(), "fs", fmt.Errorf("no update"))
+	if got := writeError(forbidden); !strings.Contains(got, "forbidden") || !strings.Contains(got, "federatedsecrets") {
+		t.Errorf("Forbidden: %q", got)
+	}
+	if got := writeError(fmt.Errorf("dial tcp: connection refused s3cr3t")); strings.Contains(got, "s3cr3t") {
+		t.Errorf("other errors: %q", got)
+	}
+}
