@@ -635,8 +635,21 @@ func TestInformersWatchCopiesAndCallOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "informers to sync", cl.HasSynced)
+	// An informer counts as synced once its list is in; its watch starts
+	// just after.
+	requests := []string{"list secrets", "watch secrets", "list configmaps", "watch configmaps"}
+	waitFor(t, "the informers' watches", func() bool {
+		selMu.Lock()
+		defer selMu.Unlock()
+		for _, k := range requests {
+			if _, ok := selectors[k]; !ok {
+				return false
+			}
+		}
+		return true
+	})
 	selMu.Lock()
-	for _, k := range []string{"list secrets", "watch secrets", "list configmaps", "watch configmaps"} {
+	for _, k := range requests {
 		if selectors[k] != managed.String() {
 			t.Errorf("%s used label selector %q, want %q", k, selectors[k], managed.String())
 		}
