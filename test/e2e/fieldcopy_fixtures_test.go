@@ -82,8 +82,8 @@ var (
 )
 
 // fieldCopySetup installs the CRDs the field-copy tests target and grants
-// Courier what they need (as an operator would, artifacts/rbac/
-// fieldcopy-clusterrole.yaml): read on the source kinds, update on the
+// Courier what they need (as an operator would, artifacts/
+// examples/fieldcopy-rbac.yaml): read on the source kinds, update on the
 // target kinds. Secrets as targets are granted per namespace
 // (grantSecretWrites). It returns a dynamic client for the upstream.
 func fieldCopySetup(t *testing.T) dynamic.Interface {
