@@ -1,12 +1,6 @@
 package copyview
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
-)
+import "github.com/courier-dev/courier/pkg/rowname"
 
 // RowName returns the name of the DownstreamCopy row for one listed resource
 // of one HelmOp in one cluster: <helmop>.<cluster>.<kind>.<name> in lower
@@ -20,33 +14,5 @@ func RowName(helmOp, cluster, kind, name string) string {
 			parts[i] = "empty"
 		}
 	}
-	return objectName(strings.Join(parts, "."))
-}
-
-// objectName makes s a valid DNS subdomain name.
-func objectName(s string) string {
-	full := sanitize(strings.ToLower(s))
-	if len(full) <= validation.DNS1123SubdomainMaxLength {
-		return full
-	}
-	sum := sha256.Sum256([]byte(s))
-	suffix := hex.EncodeToString(sum[:])[:16]
-	prefix := strings.TrimRight(full[:validation.DNS1123SubdomainMaxLength-len(suffix)-1], ".-")
-	return prefix + "-" + suffix
-}
-
-// sanitize keeps [a-z0-9.-], turns anything else into "-", and makes the
-// first and last characters alphanumeric.
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
-			b[i] = '-'
-		}
-	}
-	out := strings.Trim(string(b), ".-")
-	if out == "" {
-		return "x"
-	}
-	return out
+	return rowname.For(parts...)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/rowname"
 )
 
 // RowName returns the name of the FieldCopy row of one rule on one target:
@@ -23,37 +24,7 @@ import (
 // cut and ends in a hash of the full name (never of a value), so it stays
 // unique and every replica names a row the same way.
 func RowName(kind, name, destination string) string {
-	full := strings.ToLower(kind + "." + name + "." + destination)
-	s := sanitize(full)
-	if len(s) <= validation.DNS1123SubdomainMaxLength {
-		return s
-	}
-	sum := sha256.Sum256([]byte(full))
-	suffix := hex.EncodeToString(sum[:])[:16]
-	prefix := strings.TrimRight(s[:validation.DNS1123SubdomainMaxLength-len(suffix)-1], ".-")
-	return prefix + "-" + suffix
-}
-
-// sanitize makes s a DNS subdomain: each dot-separated label keeps
-// [a-z0-9-], anything else becomes "-", and starts and ends alphanumeric;
-// empty labels are dropped.
-func sanitize(s string) string {
-	var labels []string
-	for _, label := range strings.Split(s, ".") {
-		b := []byte(label)
-		for i, c := range b {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				b[i] = '-'
-			}
-		}
-		if l := strings.Trim(string(b), "-"); l != "" {
-			labels = append(labels, l)
-		}
-	}
-	if len(labels) == 0 {
-		return "x"
-	}
-	return strings.Join(labels, ".")
+	return rowname.For(kind, name, destination)
 }
 
 // uniqueName returns name, or name with a hash of the rule's origin when

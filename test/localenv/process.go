@@ -105,16 +105,9 @@ func (p *process) exited() (bool, error) {
 // and returns once the process has been reaped. Safe to call repeatedly and
 // on a process that never started.
 func (p *process) stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if done == nil {
+	cmd, done, ok := p.running()
+	if !ok {
 		return
-	}
-	select {
-	case <-done:
-		return
-	default:
 	}
 	pgid := cmd.Process.Pid // Setpgid: the group id is the leader's pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -135,19 +128,29 @@ func (p *process) stop() {
 // kill sends SIGKILL to the process group and returns once the process
 // has been reaped.
 func (p *process) kill() {
+	cmd, done, ok := p.running()
+	if !ok {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// running returns the process and its reaped channel, and false when it
+// never started or has already exited.
+func (p *process) running() (*exec.Cmd, chan struct{}, bool) {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
 	if done == nil {
-		return
+		return nil, nil, false
 	}
 	select {
 	case <-done:
-		return
+		return nil, nil, false
 	default:
+		return cmd, done, true
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
 }
 
 // failure wraps err with the tail of the process's log, which is where the
