@@ -44,7 +44,7 @@ func startReplicas(t *testing.T) ([]*localenv.Courier, *localenv.Balancer) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	replicas, lb, err := env.StartCourierReplicas(ctx, localenv.CourierOptions{Binary: courier.Binary(), RepoRoot: repoRoot, Args: append([]string{"-v=2"}, haArgs...)}, 2)
+	replicas, lb, err := env.StartCourierReplicas(ctx, localenv.CourierOptions{Binary: courier.Binary(), RepoRoot: repoRoot, Args: append(append([]string{"-v=2"}, haArgs...), fieldCopyArgs...)}, 2)
 	if err != nil {
 		t.Fatalf("starting two replicas: %v", err)
 	}
@@ -138,9 +138,15 @@ func writesInto(t *testing.T, dest string) []string {
 // writtenBy sums courier_copies_total{result="written"} on a replica.
 func writtenBy(t *testing.T, c *localenv.Courier) float64 {
 	t.Helper()
+	return counter(t, c, "courier_copies_total")
+}
+
+// counter sums a counter's samples with result="written" on a replica.
+func counter(t *testing.T, c *localenv.Courier, name string) float64 {
+	t.Helper()
 	var sum float64
 	for _, line := range strings.Split(scrapeFrom(t, c), "\n") {
-		if strings.HasPrefix(line, "courier_copies_total{") && strings.Contains(line, `result="written"`) {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, `result="written"`) {
 			var v float64
 			if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
 				sum += v
@@ -210,6 +216,49 @@ func TestHighAvailability(t *testing.T) {
 		}
 		if n := writtenBy(t, follower) - followerWrote; n != 0 {
 			t.Errorf("the follower counted %v writes", n)
+		}
+	})
+
+	t.Run("field copies: only the leader writes", func(t *testing.T) {
+		fieldCopySetup(t)
+		ns := fcNamespace(t, "fc-ha")
+		grantSecretWrites(t, ns)
+		kube := upstreamClients(t).kube
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "src"},
+			StringData: map[string]string{"k": "from-src"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		leaderBefore, followerBefore := counter(t, leader, "courier_fieldcopy_writes_total"), counter(t, follower, "courier_fieldcopy_writes_total")
+		if _, err := kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dst",
+			Annotations: map[string]string{"k8s-copier.fig.org/replace-data": "secret:src:data"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the field copy is applied, and both replicas say so", func() (bool, string) {
+			dst, err := kube.CoreV1().Secrets(ns).Get(ctx, "dst", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var phases []string
+			for _, r := range []*localenv.Courier{leader, follower} {
+				client, err := versioned.NewForConfig(r.Config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				row, err := client.CourierV1alpha1().FieldCopies(ns).Get(ctx, "secret.dst.data", metav1.GetOptions{})
+				if err != nil {
+					phases = append(phases, err.Error())
+					continue
+				}
+				phases = append(phases, string(row.Status.Phase))
+			}
+			return string(dst.Data["k"]) == "from-src" && strings.Join(phases, ",") == "Applied,Applied",
+				fmt.Sprintf("target has %d keys; rows on leader, follower: %v", len(dst.Data), phases)
+		})
+		if n := counter(t, follower, "courier_fieldcopy_writes_total") - followerBefore; n != 0 {
+			t.Errorf("the follower wrote %v field-copy targets", n)
+		}
+		if n := counter(t, leader, "courier_fieldcopy_writes_total") - leaderBefore; n != 1 {
+			t.Errorf("the leader wrote %v field-copy targets, want 1", n)
 		}
 	})
 
