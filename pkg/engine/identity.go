@@ -42,6 +42,10 @@ func (id identity) user() string {
 // impersonators caches one impersonating clientset per cluster client and
 // ServiceAccount.
 type impersonators struct {
+	// newClient builds a clientset from a config that impersonates; nil
+	// means kubernetes.NewForConfig (tests put fakes here).
+	newClient func(*rest.Config) (kubernetes.Interface, error)
+
 	mu      sync.Mutex
 	clients map[impersonatorKey]kubernetes.Interface
 }
@@ -69,7 +73,11 @@ func (i *impersonators) get(c *downstream.Client, sa string) (kubernetes.Interfa
 	ns, name, _ := strings.Cut(sa, "/")
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
-	cl, err := kubernetes.NewForConfig(cfg)
+	newClient := i.newClient
+	if newClient == nil {
+		newClient = func(cfg *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) }
+	}
+	cl, err := newClient(cfg)
 	if err != nil {
 		return nil, err
 	}
