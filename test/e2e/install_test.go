@@ -177,6 +177,44 @@ func TestHelmTemplateAppliesServerSide(t *testing.T) {
 			t.Errorf("APIService caBundle is %q, not the value given", ca)
 		}
 	})
+	t.Run("field copies", func(t *testing.T) {
+		values := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(values, []byte(`fieldCopy:
+  targets: [federatedsecrets.v1beta1.types.kubefed.io]
+  namespaces: [team-a, team-b]
+  rules:
+  - apiGroups: [""]
+    resources: ["secrets"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["types.kubefed.io"]
+    resources: ["federatedsecrets"]
+    verbs: ["get", "list", "watch", "update"]
+`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rendered := helm(t, "template", "courier", chartDir, "-n", installNamespace, "-f", values)
+		out := applyDryRun(t, rendered)
+		for _, want := range []string{"clusterrole.rbac.authorization.k8s.io/courier:fieldcopy", "clusterrolebinding.rbac.authorization.k8s.io/courier:fieldcopy"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl apply --dry-run=server output lacks %s:\n%s", want, out)
+			}
+		}
+		cs, _, _ := unstructured.NestedSlice(find(t, decodeAll(t, rendered), "Deployment", "courier").Object, "spec", "template", "spec", "containers")
+		args := fmt.Sprint(cs[0].(map[string]any)["args"])
+		for _, want := range []string{"--fieldcopy-target=federatedsecrets.v1beta1.types.kubefed.io", "--fieldcopy-namespace=team-a", "--fieldcopy-namespace=team-b"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("Deployment args lack %s: %s", want, args)
+			}
+		}
+		if strings.Contains(args, "--fieldcopy-cross-namespace") {
+			t.Errorf("cross-namespace field copies are on without being asked for: %s", args)
+		}
+		// The flags must be ones the binary knows.
+		cmd := exec.Command(courier.Binary(), "--fieldcopy-target=federatedsecrets.v1beta1.types.kubefed.io", "--fieldcopy-namespace=team-a", "--help")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("courier-apiserver refuses the chart's field-copy flags: %v\n%s", err, b)
+		}
+	})
 }
 
 // TestHelmChartMatchesManifests checks that the chart renders the same
