@@ -50,6 +50,7 @@ type config struct {
 	binDir      string
 	crds        string
 	example     string
+	fcExample   string
 	courier     string
 	downstreams int
 	courierArgs stringList
@@ -66,6 +67,7 @@ func main() {
 	fs.StringVar(&c.binDir, "bin-dir", "", "directory with kube-apiserver, kube-controller-manager, kubectl, etcd (default: output of hack/build-tools.sh)")
 	fs.StringVar(&c.crds, "crds", "artifacts/crds", "Fleet CRDs to install (the real ones are in ../shared/fleet-crds)")
 	fs.StringVar(&c.example, "example", "artifacts/examples/helmop.yaml", "manifest applied to the upstream cluster after the Fleet objects")
+	fs.StringVar(&c.fcExample, "fieldcopy-example", "artifacts/examples/fieldcopy.yaml", "field-copy example applied after --example (Courier runs with --fieldcopy-target=configmaps limited to the workspace); empty: none")
 	fs.StringVar(&c.courier, "courier-binary", "_output/bin/courier-apiserver", "where up builds Courier and serve runs it from")
 	fs.IntVar(&c.downstreams, "downstreams", 2, "number of downstream clusters")
 	fs.Var(&c.courierArgs, "courier-arg", "extra flag for Courier (repeatable)")
@@ -152,7 +154,7 @@ func up(c config, root string) error {
 	}
 	defer logFile.Close()
 	args := []string{"serve", "--dir", c.dir, "--bin-dir", c.binDir, "--crds", c.crds, "--example", c.example,
-		"--courier-binary", c.courier, "--downstreams", strconv.Itoa(c.downstreams)}
+		"--fieldcopy-example", c.fcExample, "--courier-binary", c.courier, "--downstreams", strconv.Itoa(c.downstreams)}
 	for _, a := range c.courierArgs {
 		args = append(args, "--courier-arg", a)
 	}
@@ -194,6 +196,9 @@ func up(c config, root string) error {
 	kubeconfig := filepath.Join(c.dir, "upstream.kubeconfig")
 	fmt.Printf("localup: ready in %s\n\n$ kubectl get downstreamcopies -A\n", time.Since(began).Round(time.Second))
 	fmt.Println(settledCopies(ctx, filepath.Join(c.binDir, "kubectl"), kubeconfig))
+	if c.fcExample != "" {
+		fmt.Printf("\n$ kubectl get fieldcopies -A\n%s\n", fieldCopies(ctx, filepath.Join(c.binDir, "kubectl"), kubeconfig))
+	}
 	fmt.Printf(`Upstream and downstream clusters and Courier are running in the background.
 
   export KUBECONFIG=%s
@@ -214,6 +219,25 @@ func settledCopies(ctx context.Context, kubectl, kubeconfig string) string {
 		b, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", "downstreamcopies", "-A").CombinedOutput()
 		out = strings.TrimRight(string(b), "\n")
 		if err == nil && !strings.Contains(out, "Pending") && strings.Contains(out, "\n") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(time.Second):
+		}
+	}
+	return out
+}
+
+// fieldCopies lists fieldcopies, waiting up to 15 s for every row to be
+// Applied (the first look should show the outcome, not the start-up).
+func fieldCopies(ctx context.Context, kubectl, kubeconfig string) string {
+	var out string
+	for range 15 {
+		b, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", "fieldcopies", "-A").CombinedOutput()
+		out = strings.TrimRight(string(b), "\n")
+		if err == nil && strings.Contains(out, "Applied") && !strings.Contains(out, "Pending") {
 			break
 		}
 		select {
@@ -409,7 +433,14 @@ spec:
 	if err := kubectl("apply", "-f", c.example); err != nil {
 		return err
 	}
-	courier, err := env.StartCourier(ctx, localenv.CourierOptions{Binary: c.courier, Args: c.courierArgs})
+	args := c.courierArgs
+	if c.fcExample != "" {
+		if err := kubectl("apply", "-f", c.fcExample); err != nil {
+			return err
+		}
+		args = append([]string{"--fieldcopy-target=configmaps", "--fieldcopy-namespace=" + workspace}, args...)
+	}
+	courier, err := env.StartCourier(ctx, localenv.CourierOptions{Binary: c.courier, Args: args})
 	if err != nil {
 		return err
 	}
