@@ -369,7 +369,7 @@ func setup(ctx context.Context, env *localenv.Env, c config, logf func(string, .
 	if err := kubectl("apply", "-f", c.crds); err != nil {
 		return err
 	}
-	if err := kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"); err != nil {
+	if err := env.WaitEstablished(ctx); err != nil {
 		return err
 	}
 

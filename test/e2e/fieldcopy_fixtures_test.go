@@ -73,7 +73,9 @@ func installCRD(t *testing.T, group, kind, plural string) {
 		t.Fatal(err)
 	}
 	kubectl(t, "apply", "-f", f)
-	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+plural+"."+group)
+	if err := env.WaitEstablished(context.Background(), plural+"."+group); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var (

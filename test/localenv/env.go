@@ -37,6 +37,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/keyutil"
@@ -608,3 +611,52 @@ rules:
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
 `
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// WaitEstablished waits up to a minute until the upstream serves the named
+// CRDs (every CRD when no name is given): condition Established. Not
+// `kubectl wait`: right after a create a CRD's status.conditions can be
+// null, which kubectl wait reports as an error ("accessor error") instead
+// of waiting.
+func (e *Env) WaitEstablished(ctx context.Context, names ...string) error {
+	dc, err := dynamic.NewForConfig(e.Upstream.Config)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		list, err := dc.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, crd := range list.Items {
+			names = append(names, crd.GetName())
+		}
+	}
+	last := ""
+	err = poll(ctx, time.Minute, nil, func() (bool, error) {
+		for _, name := range names {
+			crd, err := dc.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			established := false
+			for _, c := range conds {
+				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					established = true
+				}
+			}
+			if !established {
+				last = "CRD " + name + " is not Established yet"
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for CRDs %v: %s: %w", names, last, err)
+	}
+	return nil
+}

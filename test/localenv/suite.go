@@ -76,8 +76,7 @@ func StartSuite(ctx context.Context, o SuiteOptions) (_ *Suite, err error) {
 	if _, err := s.Env.Kubectl(ctx, s.Env.Upstream, "apply", "-f", s.FleetCRDs); err != nil {
 		return nil, fmt.Errorf("installing Fleet's CRDs: %w", err)
 	}
-	if _, err := s.Env.Kubectl(ctx, s.Env.Upstream, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/helmops.fleet.cattle.io", "crd/clusters.fleet.cattle.io", "crd/clustergroups.fleet.cattle.io"); err != nil {
+	if err := s.Env.WaitEstablished(ctx, "helmops.fleet.cattle.io", "clusters.fleet.cattle.io", "clustergroups.fleet.cattle.io"); err != nil {
 		return nil, err
 	}
 	if s.Courier, err = s.Env.StartCourier(ctx, CourierOptions{Binary: binary, RepoRoot: s.RepoRoot, Args: o.CourierArgs}); err != nil {
