@@ -5,13 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -100,4 +103,65 @@ func TestMetricsEventsAndNoLeaks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMetricsAuthorization: /metrics is authorized like the API, so a
+// scraper needs courier:metrics-reader (artifacts/rbac/metrics-reader.yaml);
+// the probes' /readyz and /livez need nothing.
+func TestMetricsAuthorization(t *testing.T) {
+	ctx := context.Background()
+	_, userCfg, err := env.UserKubeconfig(env.Upstream, "e2e-prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The user's client certificate, sent straight to Courier.
+	cfg := rest.CopyConfig(userCfg)
+	cfg.Host = courier.Config.Host
+	cfg.TLSClientConfig.CAData = courier.Config.CAData
+	user, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anonCfg := &rest.Config{Host: courier.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: courier.Config.CAData}}
+	anon, err := rest.HTTPClientFor(anonCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(c *http.Client, path string) int {
+		resp, err := c.Get(courier.Config.Host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, p := range []string{"/readyz", "/livez"} {
+		if got := status(anon, p); got != http.StatusOK {
+			t.Errorf("anonymous %s: %d, want 200 (the kubelet probes it)", p, got)
+		}
+	}
+	if got := status(anon, "/metrics"); got != http.StatusForbidden {
+		t.Errorf("anonymous /metrics: %d, want 403", got)
+	}
+	if got := status(user, "/metrics"); got != http.StatusForbidden {
+		t.Errorf("/metrics without courier:metrics-reader: %d, want 403", got)
+	}
+	kube := upstreamClients(t).kube
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus-courier-metrics"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "e2e-prometheus"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "courier:metrics-reader"},
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	// Courier caches authorization answers for a few seconds.
+	eventually(t, "/metrics with courier:metrics-reader", func() (bool, string) {
+		got := status(user, "/metrics")
+		return got == http.StatusOK, fmt.Sprintf("status %d", got)
+	})
 }
