@@ -195,9 +195,10 @@ func up(c config, root string) error {
 
 	kubeconfig := filepath.Join(c.dir, "upstream.kubeconfig")
 	fmt.Printf("localup: ready in %s\n\n$ kubectl get downstreamcopies -A\n", time.Since(began).Round(time.Second))
-	fmt.Println(settledCopies(ctx, filepath.Join(c.binDir, "kubectl"), kubeconfig))
+	kubectl := filepath.Join(c.binDir, "kubectl")
+	fmt.Println(settled(ctx, kubectl, kubeconfig, "downstreamcopies"))
 	if c.fcExample != "" {
-		fmt.Printf("\n$ kubectl get fieldcopies -A\n%s\n", fieldCopies(ctx, filepath.Join(c.binDir, "kubectl"), kubeconfig))
+		fmt.Printf("\n$ kubectl get fieldcopies -A\n%s\n", settled(ctx, kubectl, kubeconfig, "fieldcopies"))
 	}
 	fmt.Printf(`Upstream and downstream clusters and Courier are running in the background.
 
@@ -211,33 +212,15 @@ Stop everything with: make down
 	return nil
 }
 
-// settledCopies lists downstreamcopies through the aggregator, waiting up to
-// 15s for rows to leave Pending so the first look shows the real outcome.
-func settledCopies(ctx context.Context, kubectl, kubeconfig string) string {
+// settled lists a Courier resource in every namespace through the
+// aggregator, waiting up to 15 s until the listing has rows and none is
+// Pending, so the first look shows the outcome rather than the start-up.
+func settled(ctx context.Context, kubectl, kubeconfig, resource string) string {
 	var out string
 	for range 15 {
-		b, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", "downstreamcopies", "-A").CombinedOutput()
+		b, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", resource, "-A").CombinedOutput()
 		out = strings.TrimRight(string(b), "\n")
 		if err == nil && !strings.Contains(out, "Pending") && strings.Contains(out, "\n") {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return out
-		case <-time.After(time.Second):
-		}
-	}
-	return out
-}
-
-// fieldCopies lists fieldcopies, waiting up to 15 s for every row to be
-// Applied (the first look should show the outcome, not the start-up).
-func fieldCopies(ctx context.Context, kubectl, kubeconfig string) string {
-	var out string
-	for range 15 {
-		b, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "get", "fieldcopies", "-A").CombinedOutput()
-		out = strings.TrimRight(string(b), "\n")
-		if err == nil && strings.Contains(out, "Applied") && !strings.Contains(out, "Pending") {
 			break
 		}
 		select {
