@@ -13,7 +13,17 @@ set -o pipefail
 SCRIPT_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUTPUT_ROOT=${OUTPUT_ROOT:-${SCRIPT_ROOT}}
 THIS_PKG=github.com/courier-dev/courier
-CODEGEN_PKG=${CODEGEN_PKG:-$(cd "${SCRIPT_ROOT}" && go list -m -f '{{.Dir}}' k8s.io/code-generator)}
+if [[ -z "${CODEGEN_PKG:-}" ]]; then
+    # `go list -m` names the module's directory but never downloads it: on a
+    # machine whose module cache has never held code-generator it prints an
+    # empty line. `go mod download` fetches the version go.mod requires.
+    (cd "${SCRIPT_ROOT}" && go mod download k8s.io/code-generator)
+    CODEGEN_PKG=$(cd "${SCRIPT_ROOT}" && go list -m -f '{{.Dir}}' k8s.io/code-generator)
+fi
+if [[ ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
+    echo "update-codegen: no kube_codegen.sh in '${CODEGEN_PKG}'" >&2
+    exit 1
+fi
 
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
