@@ -26,6 +26,18 @@ func ConfigMapUpToDate(cur, want *corev1.ConfigMap) bool {
 	return configMapContentEqual(cur, want) && metaEqual(cur, want)
 }
 
+// SecretDataEqual reports whether two Secrets have the same type and data:
+// what makes Fleet's own copy as good as Courier's (DESIGN §3 rule 12).
+func SecretDataEqual(a, b *corev1.Secret) bool {
+	return secretType(a.Type) == secretType(b.Type) && bytesMapEqual(a.Data, b.Data)
+}
+
+// ConfigMapDataEqual reports whether two ConfigMaps have the same data and
+// binaryData.
+func ConfigMapDataEqual(a, b *corev1.ConfigMap) bool {
+	return maps.Equal(a.Data, b.Data) && bytesMapEqual(a.BinaryData, b.BinaryData)
+}
+
 // SecretNeedsRecreate reports whether the API server would refuse to Update
 // cur into want, so the copy must be deleted and created instead: a Secret's
 // type can never change, and an immutable Secret's data and immutable flag

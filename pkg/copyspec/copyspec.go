@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -44,6 +45,16 @@ const (
 	// kube-apiserver; the sweep for one of them must leave the copies made
 	// for the others alone.
 	AnnotationCluster = "courier.dev/cluster"
+	// LabelClusterHash is ClusterHash of the Fleet Cluster the copy was
+	// written for (DESIGN §1), so that each Cluster's downstream watch
+	// selects only its own copies (ClusterSelector): with a thousand Clusters
+	// on one kube-apiserver, every copy would otherwise be delivered to,
+	// decoded by and cached for every one of them.
+	LabelClusterHash = "courier.dev/cluster-hash"
+	// FleetCopyLabel marks the copies Fleet's own agent makes of
+	// downstreamResources (its value is the BundleDeployment's name).
+	// Courier never writes or deletes such an object (DESIGN §3 rule 12).
+	FleetCopyLabel = "fleet.cattle.io/bundledeployment"
 
 	// courierPrefix is reserved: keys with it are never taken from a source.
 	courierPrefix = "courier.dev/"
@@ -70,6 +81,35 @@ type Owner struct {
 func OwnerHash(upstreamID string, helmOp types.NamespacedName) string {
 	sum := sha256.Sum256([]byte(upstreamID + "\x00" + helmOp.Namespace + "\x00" + helmOp.Name))
 	return hex.EncodeToString(sum[:])[:40]
+}
+
+// ClusterHash is the value of LabelClusterHash for copies written for the
+// Fleet Cluster namespace/name by the upstream upstreamID: the first 40 hex
+// characters of sha256 over "upstream\x00namespace\x00name".
+func ClusterHash(upstreamID, namespace, name string) string {
+	sum := sha256.Sum256([]byte(upstreamID + "\x00" + namespace + "\x00" + name))
+	return hex.EncodeToString(sum[:])[:40]
+}
+
+// ClusterSelector selects the copies written for one Fleet Cluster: what
+// that Cluster's downstream informers watch.
+func ClusterSelector(upstreamID, namespace, name string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue, LabelClusterHash: ClusterHash(upstreamID, namespace, name)})
+}
+
+// UnlabelledSelector selects Courier's copies that carry no cluster-hash
+// label: written before the label existed. Each is relabelled, or removed,
+// by the next pass that finds it.
+func UnlabelledSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}).Add(mustRequirement(LabelClusterHash, selection.DoesNotExist))
+}
+
+func mustRequirement(key string, op selection.Operator, vals ...string) labels.Requirement {
+	r, err := labels.NewRequirement(key, op, vals)
+	if err != nil {
+		panic(err)
+	}
+	return *r
 }
 
 // ManagedSelector selects every copy Courier manages, whoever owns it: for
@@ -118,6 +158,7 @@ func copyMeta(src metav1.Object, ns string, o Owner) metav1.ObjectMeta {
 	a[AnnotationSourceResourceVersion] = src.GetResourceVersion()
 	if o.Cluster != "" {
 		a[AnnotationCluster] = o.Cluster
+		l[LabelClusterHash] = ClusterHash(o.UpstreamID, o.HelmOp.Namespace, o.Cluster)
 	}
 	if o.Keep {
 		a[AnnotationKeep] = "true"
@@ -208,17 +249,35 @@ type Claim struct {
 	Keep    bool
 }
 
-// WrittenFor reports whether a copy concerns the Fleet Cluster
-// "<namespace>/<name>": it names that cluster and a HelmOp in that
-// namespace. A copy that names no cluster (or is not readable as a copy)
-// concerns every Cluster, so nothing is missed.
-func WrittenFor(clusterKey string, obj metav1.Object) bool {
-	a := obj.GetAnnotations()
-	cluster, ok := a[AnnotationCluster]
-	if !ok {
-		return true
+// AdoptWriter makes want keep the Cluster that cur names, when cur is this
+// HelmOp's copy written for another Fleet Cluster (DESIGN §3 rule 11).
+// Several Clusters may reach one kube-apiserver; a copy any of them wrote
+// with the right content is current for all of them, and a write for one of
+// them must not rename the copy (or change its keep marker), or each would
+// rewrite it in turn. want is changed in place; cur is not.
+func AdoptWriter(want, cur metav1.Object) {
+	ca := cur.GetAnnotations()
+	writer, ok := ca[AnnotationCluster]
+	wa, wl := want.GetAnnotations(), want.GetLabels()
+	if !ok || writer == "" || writer == wa[AnnotationCluster] || wa == nil || wl == nil {
+		return
 	}
-	ns, name, _ := strings.Cut(clusterKey, "/")
-	helmOpNS, _, _ := strings.Cut(a[AnnotationHelmOp], "/")
-	return cluster == name && helmOpNS == ns
+	wa[AnnotationCluster] = writer
+	if h, ok := cur.GetLabels()[LabelClusterHash]; ok {
+		wl[LabelClusterHash] = h
+	} else {
+		delete(wl, LabelClusterHash) // relabelled by its own Cluster's pass
+	}
+	if ca[AnnotationKeep] == "true" {
+		wa[AnnotationKeep] = "true"
+	} else {
+		delete(wa, AnnotationKeep)
+	}
+}
+
+// FleetCopy reports whether obj is a copy made by Fleet's own agent, and
+// the BundleDeployment it names.
+func FleetCopy(obj metav1.Object) (bundleDeployment string, ok bool) {
+	bundleDeployment, ok = obj.GetLabels()[FleetCopyLabel]
+	return bundleDeployment, ok
 }

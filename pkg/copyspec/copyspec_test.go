@@ -390,25 +390,66 @@ func TestClaimedOwner(t *testing.T) {
 	}
 }
 
-func TestWrittenFor(t *testing.T) {
-	o := Owner{UpstreamID: "up-1", HelmOp: helmOp, Cluster: "c1"}
-	copyFor := Secret(&corev1.Secret{}, "apps", o)
+func TestClusterHashAndSelector(t *testing.T) {
+	// Pinned: the label is a public name (DESIGN §1); copies already
+	// written carry it.
+	if got := ClusterHash("up-1", "fleet-default", "c1"); got != "94ec9ebc97f61e9f1f500e5d4f45e6bb4271f956" {
+		t.Errorf("ClusterHash = %q", got)
+	}
+	if ClusterHash("up", "a", "bc") == ClusterHash("up", "ab", "c") {
+		t.Error("the separators do not keep namespace and name apart")
+	}
+	c := Secret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, "apps", Owner{UpstreamID: "up-1", HelmOp: types.NamespacedName{Namespace: "fleet-default", Name: "op"}, Cluster: "c1"})
+	if !ClusterSelector("up-1", "fleet-default", "c1").Matches(labels.Set(c.Labels)) {
+		t.Errorf("c1's selector does not select c1's copy %v", c.Labels)
+	}
+	if ClusterSelector("up-1", "fleet-default", "c2").Matches(labels.Set(c.Labels)) {
+		t.Error("c2's selector selects c1's copy")
+	}
+	if UnlabelledSelector().Matches(labels.Set(c.Labels)) {
+		t.Error("UnlabelledSelector selects a labelled copy")
+	}
+	delete(c.Labels, LabelClusterHash)
+	if !UnlabelledSelector().Matches(labels.Set(c.Labels)) {
+		t.Error("UnlabelledSelector does not select a copy without the label")
+	}
+}
+
+func TestAdoptWriter(t *testing.T) {
+	op := types.NamespacedName{Namespace: "fleet-default", Name: "op"}
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
+	forC := func(cluster string, keep bool) *corev1.Secret {
+		return Secret(src, "apps", Owner{UpstreamID: "up-1", HelmOp: op, Cluster: cluster, Keep: keep})
+	}
 	tests := []struct {
-		name       string
-		clusterKey string
-		obj        metav1.Object
-		want       bool
+		name      string
+		want, cur *corev1.Secret
+		result    *corev1.Secret
 	}{
-		{"its own cluster", helmOp.Namespace + "/c1", copyFor, true},
-		{"another cluster of the workspace", helmOp.Namespace + "/c2", copyFor, false},
-		{"same cluster name in another workspace", "other-ws/c1", copyFor, false},
-		{"a copy naming no cluster concerns everyone", helmOp.Namespace + "/c2", Secret(&corev1.Secret{}, "apps", Owner{UpstreamID: "up-1", HelmOp: helmOp}), true},
+		{"another Cluster's copy keeps its writer", forC("c2", false), forC("c1", false), forC("c1", false)},
+		{"and its keep marker", forC("c2", false), forC("c1", true), forC("c1", true)},
+		{"and its lack of one", forC("c2", true), forC("c1", false), forC("c1", false)},
+		{"own copy: nothing adopted", forC("c1", true), forC("c1", false), forC("c1", true)},
+		{"copy naming no Cluster: nothing adopted", forC("c2", false), forC("", false), forC("c2", false)},
+		{"unlabelled copy of another Cluster: the label is left to it", forC("c2", false),
+			func() *corev1.Secret { s := forC("c1", false); delete(s.Labels, LabelClusterHash); return s }(),
+			func() *corev1.Secret { s := forC("c1", false); delete(s.Labels, LabelClusterHash); return s }()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := WrittenFor(tc.clusterKey, tc.obj); got != tc.want {
-				t.Errorf("WrittenFor(%q) = %v, want %v", tc.clusterKey, got, tc.want)
+			AdoptWriter(tc.want, tc.cur)
+			if !SecretUpToDate(tc.want, tc.result) || !SecretUpToDate(tc.result, tc.want) {
+				t.Errorf("got labels %v annotations %v, want %v %v", tc.want.Labels, tc.want.Annotations, tc.result.Labels, tc.result.Annotations)
 			}
 		})
+	}
+}
+
+func TestFleetCopy(t *testing.T) {
+	if bd, ok := FleetCopy(&metav1.ObjectMeta{Labels: map[string]string{FleetCopyLabel: "app-c1"}}); !ok || bd != "app-c1" {
+		t.Errorf("FleetCopy = %q, %v", bd, ok)
+	}
+	if _, ok := FleetCopy(&metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: ManagedByValue}}); ok {
+		t.Error("Courier's copy taken for Fleet's")
 	}
 }

@@ -120,7 +120,7 @@ func TestCompute(t *testing.T) {
 				cluster("c1", nil), defaultGroup,
 			},
 			want: []row{
-				{name: "app.c1.configmap.empty", cluster: "c1", kind: "ConfigMap", namespace: "default", phase: courier.CopyPhaseInvalid, message: "no name"},
+				{name: RowName("app", "c1", "ConfigMap", ""), cluster: "c1", kind: "ConfigMap", namespace: "default", phase: courier.CopyPhaseInvalid, message: "no name"},
 				{name: "app.c1.deployment.web", cluster: "c1", kind: "Deployment", source: "web", namespace: "default", phase: courier.CopyPhaseInvalid, message: `kind "Deployment" cannot be copied`},
 				{name: "app.c1.secret.absent", cluster: "c1", kind: "Secret", source: "absent", namespace: "default", phase: courier.CopyPhaseSourceMissing, message: "Secret fleet-default/absent does not exist"},
 			},
@@ -219,16 +219,18 @@ func TestRowName(t *testing.T) {
 		want                  string
 		wantLen, wantHashTail bool
 	}{
-		{name: "plain", op: "App", cl: "Prod-1", kind: "Secret", src: "creds", want: "app.prod-1.secret.creds"},
-		{name: "odd characters become dashes", op: "app", cl: "c1", kind: "Foo_Bar", src: "x", want: "app.c1.foo-bar.x"},
-		{name: "empty part", op: "app", cl: "c1", kind: "ConfigMap", src: "", want: "app.c1.configmap.empty"},
+		{name: "plain, kind in lower case", op: "app", cl: "prod-1", kind: "Secret", src: "creds", want: "app.prod-1.secret.creds"},
+		{name: "a source name with dots stays plain", op: "app", cl: "prod-1", kind: "Secret", src: "example.com-tls", want: "app.prod-1.secret.example.com-tls"},
+		{name: "odd characters: readable and hashed", op: "app", cl: "c1", kind: "Foo_Bar", src: "x", want: "app.c1.foo-bar.x.aaebc6dcdcd7fed9"},
+		{name: "empty part: readable and hashed", op: "app", cl: "c1", kind: "ConfigMap", src: "", want: "app.c1.configmap.x.99288c3454890d0e"},
+		{name: "dots in the HelmOp", op: "a.b", cl: "c", kind: "Secret", src: "s", want: "a-b.c.secret.s.0abc4a171658c327"},
 		{name: "long names are cut and hashed", op: long, cl: "c1", kind: "Secret", src: "x", wantLen: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := RowName(tc.op, tc.cl, tc.kind, tc.src)
 			if tc.wantLen {
-				if len(got) > 253 || got == RowName(tc.op, "c2", tc.kind, tc.src) {
+				if len(got) > 253 || got == RowName(tc.op, "c2", tc.kind, tc.src) || RowName("a", "b.c", "Secret", "s") == RowName("a.b", "c", "Secret", "s") {
 					t.Fatalf("RowName = %q (len %d): too long or not unique", got, len(got))
 				}
 				return

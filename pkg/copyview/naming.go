@@ -1,18 +1,18 @@
 package copyview
 
-import "github.com/courier-dev/courier/pkg/rowname"
+import (
+	"strings"
+
+	"github.com/courier-dev/courier/pkg/rowname"
+)
 
 // RowName returns the name of the DownstreamCopy row for one listed resource
-// of one HelmOp in one cluster: <helmop>.<cluster>.<kind>.<name> in lower
-// case (DESIGN §4). Characters a name cannot hold become "-". A name longer
-// than 253 characters is cut and ends in a hash of the whole, so it stays
-// unique and deterministic (every replica names a row the same way).
+// of one HelmOp in one cluster: <helmop>.<cluster>.<kind>.<name>, the kind
+// in lower case (DESIGN §4), by rowname.Unique's rule: plain when the
+// HelmOp, Cluster and kind are single DNS labels and the source name a valid
+// object name, otherwise readable parts and a hash of the exact parts. Two
+// different (HelmOp, Cluster, kind, name) never share a name, and every
+// replica names a row the same way.
 func RowName(helmOp, cluster, kind, name string) string {
-	parts := []string{helmOp, cluster, kind, name}
-	for i, p := range parts {
-		if p == "" {
-			parts[i] = "empty"
-		}
-	}
-	return rowname.For(parts...)
+	return rowname.Unique(helmOp, cluster, strings.ToLower(kind), name)
 }

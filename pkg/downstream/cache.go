@@ -46,17 +46,15 @@ type Options struct {
 	// so an unreachable cluster fails fast instead of holding a worker. The informers use the
 	// same config without Timeout: a client-side timeout would cut every watch after Timeout.
 	Timeout time.Duration
-	// WatchSelector picks the downstream objects to watch: Courier's copies
-	// (label courier.dev/managed-by=courier). Required.
-	WatchSelector labels.Selector
+	// WatchSelector picks, for one Cluster, the downstream objects to
+	// watch: the copies Courier wrote for that Cluster (its cluster-hash
+	// label), so that Clusters sharing a kube-apiserver do not each receive
+	// and cache the others' copies. Required.
+	WatchSelector func(cluster *fleet.Cluster) labels.Selector
 	// OnChange is called with the cluster key ("<namespace>/<name>") when a watched downstream
 	// Secret or ConfigMap is added or changed (obj is the object now) or deleted (obj is nil).
 	// Must not block.
 	OnChange func(clusterKey string, obj runtime.Object)
-	// Relevant, when set, filters the changes OnChange hears about: several
-	// Cluster objects may reach one kube-apiserver, and each one's informers
-	// see every copy there, but only changes to its own copies concern it.
-	Relevant func(clusterKey string, obj metav1.Object) bool
 	// UserAgent for downstream requests (default "courier").
 	UserAgent string
 	// NewConfig optionally post-processes the rest.Config built from the kubeconfig (tests, QPS tuning).
@@ -80,8 +78,10 @@ type Client struct {
 	Key        string               // "<namespace>/<name>" of the Cluster
 	Kube       kubernetes.Interface // for writes and GETs
 	Config     *rest.Config
-	Secrets    corev1listers.SecretLister // Courier's copies only (label-filtered informer), all namespaces
+	Secrets    corev1listers.SecretLister // this Cluster's copies only (label-filtered informer), all namespaces
 	ConfigMaps corev1listers.ConfigMapLister
+	// Selector is the label selector the informers use (Options.WatchSelector).
+	Selector string
 	// HasSynced reports whether both informers have synced (false while the cluster is unreachable).
 	HasSynced func() bool
 
@@ -186,6 +186,14 @@ func (c *Cache) get(ctx context.Context, e *entry, key string, cluster *fleet.Cl
 		ns = cluster.Namespace // DESIGN §2: the Cluster's own namespace
 	}
 	ref := ns + "/" + name
+	if !KubeconfigNamespaceAllowed(ns, cluster.Namespace) {
+		// Never read: whoever may edit a Cluster must not be able to point
+		// Courier at another tenant's credentials.
+		c.set(e, ref, "", "", nil, kerr(key, "kubeconfig Secret %s of cluster %s is not read: spec.kubeConfigSecretNamespace %q is not allowed; "+
+			"Courier reads kubeconfig Secrets only from the Cluster's own namespace (%s), %s, or a namespace starting with %q, as Fleet does since v0.16",
+			ref, cluster.Name, ns, cluster.Namespace, strings.Join(kubeconfigNamespaces, ", "), kubeconfigNamespacePrefix))
+		return nil, e.err
+	}
 	rv, _ := c.src.ResourceVersion(ns, name) // "" when absent
 	if e.have && e.ref == ref && e.seenRV == rv {
 		return e.client, e.err
@@ -202,7 +210,7 @@ func (c *Cache) get(ctx context.Context, e *entry, key string, cluster *fleet.Cl
 		e.seenRV = rv
 		return e.client, e.err
 	}
-	cl, err := c.build(key, ref, secret)
+	cl, err := c.build(cluster, ref, secret)
 	c.set(e, ref, rv, secret.ResourceVersion, cl, err)
 	return cl, err
 }
@@ -215,7 +223,8 @@ func (c *Cache) set(e *entry, ref, seenRV, builtRV string, cl *Client, err error
 	e.have, e.ref, e.seenRV, e.builtRV, e.client, e.err = true, ref, seenRV, builtRV, cl, err
 }
 
-func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
+func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Client, error) {
+	key := cluster.Namespace + "/" + cluster.Name
 	data, ok := s.Data[KubeconfigKey]
 	if !ok {
 		return nil, kerr(key, "kubeconfig Secret %s has no key %q", ref, KubeconfigKey)
@@ -254,23 +263,11 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 		return nil, invalid(err)
 	}
 
-	selector := c.o.WatchSelector.String()
+	selector := c.o.WatchSelector(cluster).String()
 	factory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
 	handler := changeHandler(func(obj runtime.Object) { c.o.OnChange(key, obj) })
-	if c.o.Relevant != nil {
-		handler = toolscache.FilteringResourceEventHandler{
-			FilterFunc: func(obj any) bool {
-				if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-					obj = t.Obj
-				}
-				m, err := meta.Accessor(obj)
-				return err != nil || c.o.Relevant(key, m)
-			},
-			Handler: handler,
-		}
-	}
 	si, ci := secrets.Informer(), configMaps.Informer()
 	for _, inf := range []toolscache.SharedIndexInformer{si, ci} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
@@ -279,7 +276,7 @@ func (c *Cache) build(key, ref string, s *corev1.Secret) (*Client, error) {
 	}
 	cl := &Client{
 		Key: key, Kube: kube, Config: cfg,
-		Secrets: secrets.Lister(), ConfigMaps: configMaps.Lister(),
+		Secrets: secrets.Lister(), ConfigMaps: configMaps.Lister(), Selector: selector,
 		HasSynced: func() bool { return si.HasSynced() && ci.HasSynced() },
 		factory:   factory, stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -350,6 +347,26 @@ func (c *Cache) kill(e *entry) {
 		e.client = nil
 	}
 	<-e.sem
+}
+
+// The namespaces, besides the Cluster's own, that a kubeconfig Secret may be
+// read from (DESIGN §2; Fleet v0.16, rancher/fleet#5224).
+var kubeconfigNamespaces = []string{"fleet-local", "fleet-default", "cattle-fleet-system", "cattle-fleet-clusters-system"}
+
+const kubeconfigNamespacePrefix = "cluster-"
+
+// KubeconfigNamespaceAllowed reports whether a Cluster in clusterNamespace
+// may name a kubeconfig Secret in namespace.
+func KubeconfigNamespaceAllowed(namespace, clusterNamespace string) bool {
+	if namespace == clusterNamespace || strings.HasPrefix(namespace, kubeconfigNamespacePrefix) {
+		return true
+	}
+	for _, n := range kubeconfigNamespaces {
+		if namespace == n {
+			return true
+		}
+	}
+	return false
 }
 
 func kerr(cluster, format string, args ...any) error {

@@ -28,7 +28,11 @@ import (
 
 const fakeToken = "tok-3f9a1c7e5b2d4068"
 
-var managed = labels.SelectorFromSet(labels.Set{"courier.dev/managed-by": "courier"})
+// managed selects by the Cluster's name, the way Courier's own selector
+// (copyspec.ClusterSelector) selects by a hash of it.
+func managed(c *fleet.Cluster) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{"courier.dev/managed-by": "courier", "for": c.Name})
+}
 
 // fakeSource is a SecretSource over a map; it counts Gets and can hold them.
 type fakeSource struct {
@@ -226,9 +230,9 @@ func TestGetErrors(t *testing.T) {
 			"cluster c1 has no spec.kubeConfigSecret"},
 		{"secret not found", cluster("fleet-default", "c1", "c1-kubeconfig", ""), nil,
 			"kubeconfig Secret fleet-default/c1-kubeconfig of cluster c1 does not exist"},
-		{"secret in other namespace not found", cluster("fleet-default", "c1", "c1-kubeconfig", "kc"),
+		{"secret in other namespace not found", cluster("fleet-default", "c1", "c1-kubeconfig", "cluster-kc"),
 			[]*corev1.Secret{kcSecret("fleet-default", "c1-kubeconfig", "1", "https://a")},
-			"kubeconfig Secret kc/c1-kubeconfig of cluster c1 does not exist"},
+			"kubeconfig Secret cluster-kc/c1-kubeconfig of cluster c1 does not exist"},
 		{"no value key", cluster("fleet-default", "c1", "c1-kubeconfig", ""),
 			[]*corev1.Secret{secret("fleet-default", "c1-kubeconfig", "1", map[string][]byte{"kubeconfig": kubeconfig("https://a")})},
 			`kubeconfig Secret fleet-default/c1-kubeconfig has no key "value"`},
@@ -315,12 +319,12 @@ func TestSecretNamespace(t *testing.T) {
 		wantRead string
 	}{
 		{"defaults to the Cluster's namespace", "", "fleet-default/c1-kubeconfig"},
-		{"spec.kubeConfigSecretNamespace wins", "kubeconfigs", "kubeconfigs/c1-kubeconfig"},
+		{"spec.kubeConfigSecretNamespace wins", "cluster-kubeconfigs", "cluster-kubeconfigs/c1-kubeconfig"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newSource(kcSecret("fleet-default", "c1-kubeconfig", "1", "https://in-cluster-ns"),
-				kcSecret("kubeconfigs", "c1-kubeconfig", "1", "https://in-other-ns"))
+				kcSecret("cluster-kubeconfigs", "c1-kubeconfig", "1", "https://in-other-ns"))
 			c := newTestCache(t, src, &fakes{}, nil)
 			cl, err := c.Get(context.Background(), cluster("fleet-default", "c1", "c1-kubeconfig", tc.secretNS))
 			if err != nil {
@@ -650,8 +654,8 @@ func TestInformersWatchCopiesAndCallOnChange(t *testing.T) {
 	})
 	selMu.Lock()
 	for _, k := range requests {
-		if selectors[k] != managed.String() {
-			t.Errorf("%s used label selector %q, want %q", k, selectors[k], managed.String())
+		if selectors[k] != cl.Selector {
+			t.Errorf("%s used label selector %q, want %q", k, selectors[k], cl.Selector)
 		}
 	}
 	selMu.Unlock()
@@ -841,41 +845,100 @@ func TestNewCacheRequiresSelector(t *testing.T) {
 	NewCache(newSource(), Options{})
 }
 
-// With Options.Relevant set, OnChange hears only about the copies it
-// accepts: several Clusters may share one kube-apiserver.
-func TestRelevantFiltersChanges(t *testing.T) {
+// Each Cluster's informers select only its own copies, even when two
+// Clusters reach one kube-apiserver: every list and watch they make carries
+// their own selector. (The fake clientset does not filter watches by label;
+// the e2e suite checks the real kube-apiserver's filtering.)
+func TestInformersSelectTheirClustersCopies(t *testing.T) {
 	fk := &fakes{}
-	var mu sync.Mutex
-	var changes []string
-	onChange := func(key string, _ runtime.Object) { mu.Lock(); changes = append(changes, key); mu.Unlock() }
-	count := func() int { mu.Lock(); defer mu.Unlock(); return len(changes) }
-	src := newSource(kcSecret("fleet-default", "kc", "1", "https://c1"))
-	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset, OnChange: onChange,
-		Relevant: func(_ string, obj metav1.Object) bool { return obj.GetAnnotations()["for"] == "c1" }})
+	src := newSource(kcSecret("fleet-default", "kc", "1", "https://shared"))
+	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset})
 	t.Cleanup(c.Stop)
-	cl, err := c.Get(context.Background(), cluster("fleet-default", "c1", "kc", ""))
-	if err != nil {
-		t.Fatal(err)
+	fk.mu.Lock()
+	fk.sets = map[string]*fake.Clientset{"https://shared": fake.NewClientset()}
+	fc := fk.sets["https://shared"]
+	fk.mu.Unlock()
+	var mu sync.Mutex
+	seen := map[string]int{} // selector -> lists and watches made with it
+	record := func(sel labels.Selector) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[sel.String()]++
 	}
-	waitFor(t, "informers to sync", cl.HasSynced)
+	fc.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		record(a.(k8stesting.ListAction).GetListRestrictions().Labels)
+		return false, nil, nil
+	})
+	fc.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		record(a.(k8stesting.WatchAction).GetWatchRestrictions().Labels)
+		return false, nil, nil
+	})
 	ctx := context.Background()
-	mk := func(name, forCluster string) {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name,
-			Labels: map[string]string{"courier.dev/managed-by": "courier"}, Annotations: map[string]string{"for": forCluster}}}
-		if _, err := cl.Kube.CoreV1().Secrets("app").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+	var clients []*Client
+	for _, name := range []string{"c1", "c2"} {
+		cl, err := c.Get(ctx, cluster("fleet-default", name, "kc", ""))
+		if err != nil {
 			t.Fatal(err)
 		}
+		if want := managed(cluster("fleet-default", name, "kc", "")).String(); cl.Selector != want {
+			t.Errorf("%s's selector %q, want %q", name, cl.Selector, want)
+		}
+		clients = append(clients, cl)
 	}
-	mk("other", "c2")
-	mk("mine", "c1")
-	waitFor(t, "OnChange for the relevant copy", func() bool { return count() >= 1 })
-	waitFor(t, "both copies in the cache", func() bool {
-		_, err1 := cl.Secrets.Secrets("app").Get("other")
-		_, err2 := cl.Secrets.Secrets("app").Get("mine")
-		return err1 == nil && err2 == nil
+	waitFor(t, "both clusters' lists and watches", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		// Two informers each: a list and a watch per informer.
+		return seen[clients[0].Selector] >= 4 && seen[clients[1].Selector] >= 4
 	})
-	time.Sleep(200 * time.Millisecond) // handlers run after the cache is updated
-	if n := count(); n != 1 {
-		t.Errorf("OnChange called %d times, want 1 (only for the relevant copy)", n)
+	mu.Lock()
+	defer mu.Unlock()
+	for sel, n := range seen {
+		if sel != clients[0].Selector && sel != clients[1].Selector {
+			t.Errorf("%d requests selected %q, which is neither Cluster's own", n, sel)
+		}
+	}
+}
+
+func TestKubeconfigNamespaces(t *testing.T) {
+	tests := []struct {
+		ns      string
+		allowed bool
+	}{
+		{"", true}, // the Cluster's own
+		{"ws", true},
+		{"fleet-local", true},
+		{"fleet-default", true},
+		{"cattle-fleet-system", true},
+		{"cattle-fleet-clusters-system", true},
+		{"cluster-abc", true},
+		{"kube-system", false},
+		{"other-tenant", false},
+		{"xcluster-abc", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.ns, func(t *testing.T) {
+			ref := tc.ns
+			if ref == "" {
+				ref = "ws"
+			}
+			src := newSource(kcSecret(ref, "kc", "1", "https://c1"))
+			c := NewCache(src, Options{WatchSelector: managed, NewClientset: (&fakes{}).newClientset})
+			t.Cleanup(c.Stop)
+			_, err := c.Get(context.Background(), cluster("ws", "c1", "kc", tc.ns))
+			if tc.allowed {
+				if err != nil {
+					t.Fatalf("kubeconfig in %s refused: %v", ref, err)
+				}
+				return
+			}
+			var kerr *KubeconfigError
+			if !errors.As(err, &kerr) || !strings.Contains(kerr.Msg, fmt.Sprintf("%q is not allowed", tc.ns)) {
+				t.Fatalf("kubeconfig in %s: got %v, want a KubeconfigError naming the namespace", tc.ns, err)
+			}
+			if n := src.getCount(ref + "/kc"); n != 0 {
+				t.Errorf("the refused Secret was read %d times", n)
+			}
+		})
 	}
 }

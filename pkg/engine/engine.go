@@ -128,6 +128,7 @@ type Engine struct {
 	// echoKey: the watch event of such a write needs no pass.
 	echoes     map[string]string
 	observedAt map[string]time.Time // row key -> when its current source RV was first seen
+	twins      twinState
 }
 
 var _ copyview.Engine = (*Engine)(nil)
@@ -255,6 +256,7 @@ func (e *Engine) SetDesired(rows []*courier.DownstreamCopy) {
 		}
 	}
 	e.desired = next
+	e.indexWanted(next)
 	e.mu.Unlock()
 
 	e.sources.retain(keep)

@@ -114,7 +114,7 @@ func TestReconcileCreatesCopy(t *testing.T) {
 		},
 		{
 			name:     "informers not synced: the sweep lists live, by label",
-			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/db", "list secrets courier.dev/managed-by=courier", "list configmaps courier.dev/managed-by=courier"},
+			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector},
 		},
 	}
 	for _, tc := range cases {
@@ -137,9 +137,10 @@ func TestReconcileCreatesCopy(t *testing.T) {
 				t.Fatal("the copy was not created")
 			}
 			wantLabels := map[string]string{
-				"app.kubernetes.io/name": "db",
-				"courier.dev/managed-by": "courier",
-				"courier.dev/owner":      appOwnerHash,
+				"app.kubernetes.io/name":   "db",
+				"courier.dev/managed-by":   "courier",
+				"courier.dev/owner":        appOwnerHash,
+				"courier.dev/cluster-hash": c1ClusterHash,
 			}
 			wantAnnotations := map[string]string{
 				"team":                                "payments",
@@ -204,7 +205,7 @@ func TestReconcileAlreadyCurrent(t *testing.T) {
 		wantDown []string
 	}{
 		{name: "informers synced: no request for the copies", synced: true, wantDown: []string{}},
-		{name: "informers not synced: reads, no writes", wantDown: []string{"get configmaps apps/settings", "get secrets apps/db", "list secrets courier.dev/managed-by=courier", "list configmaps courier.dev/managed-by=courier"}},
+		{name: "informers not synced: reads, no writes", wantDown: []string{"get configmaps apps/settings", "get secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -863,7 +864,7 @@ func TestReconcileWriteRefused(t *testing.T) {
 				checkStatus(t, "settings", env.mustStatus(settingsRow), copyview.EngineStatus{
 					Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "9", LastSyncTime: syncedAt, Message: syncedMessage})
 			}
-			if !slices.Contains(env.downActions(), "list secrets courier.dev/managed-by=courier") {
+			if !slices.Contains(env.downActions(), "list secrets "+c1Selector) {
 				t.Errorf("a refused write stopped the sweep: %q", env.downActions())
 			}
 

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -54,6 +55,13 @@ const (
 	// appOwnerHash is copyspec.OwnerHash(upstreamID, appOp), pinned as in
 	// pkg/copyspec's tests: copies already written downstream carry it.
 	appOwnerHash = "8443496d37e098f22ceea25ae20974128b96a5f9"
+	// c1ClusterHash is copyspec.ClusterHash(upstreamID, fleetNS, "c1"),
+	// pinned likewise: it is the public label value (DESIGN §1).
+	c1ClusterHash = "94ec9ebc97f61e9f1f500e5d4f45e6bb4271f956"
+	// c1Selector is what cluster c1's informers and live lists select.
+	c1Selector = "courier.dev/cluster-hash=" + c1ClusterHash + ",courier.dev/managed-by=courier"
+	// downHost is the fake downstream cluster's server URL.
+	downHost = "https://down-1.example:6443"
 )
 
 var (
@@ -185,6 +193,8 @@ func (c *fakeCluster) client() *downstream.Client {
 		Secrets:    corev1listers.NewSecretLister(c.secrets),
 		ConfigMaps: corev1listers.NewConfigMapLister(c.configMaps),
 		HasSynced:  func() bool { return c.synced },
+		Selector:   c1Selector,
+		Config:     &rest.Config{Host: downHost},
 	}
 }
 
@@ -278,6 +288,11 @@ func newEnv(t *testing.T, down *fakeCluster, sources ...runtime.Object) *testEnv
 		OnStatusChange: func() { env.statusChanges++ },
 	})
 	env.e.now = func() time.Time { return fixedNow }
+	if down != nil {
+		// Copies written before the cluster-hash label existed are looked
+		// for once per client; TestLegacySweep covers that look.
+		env.e.legacySwept(clusterKey, env.ds.client)
+	}
 	t.Cleanup(env.e.queue.ShutDown)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))
 	env.logs = logger.GetSink().(ktesting.Underlier).GetBuffer()

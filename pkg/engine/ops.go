@@ -31,7 +31,13 @@ type kindOps interface {
 	update(ctx context.Context, obj object) (string, error)
 	delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error
 	listManaged(ctx context.Context) ([]object, error)
+	// listUnlabelled lists, live, Courier's copies that carry no
+	// cluster-hash label (written before it existed).
+	listUnlabelled(ctx context.Context) ([]object, error)
 	upToDate(cur, want object) bool
+	// sameData reports whether cur has want's type and data (Fleet's own
+	// copies are judged by that alone).
+	sameData(cur, want object) bool
 	needsRecreate(cur, want object) bool
 }
 
@@ -55,7 +61,10 @@ type ops[T object] struct {
 	synced       func() bool
 	build        func(src T, ns string, o copyspec.Owner) T
 	isUpToDate   func(cur, want T) bool
+	dataEqual    func(cur, want T) bool
 	mustRecreate func(cur, want T) bool
+	// selector is what the cluster's informers select: its own copies.
+	selector string
 }
 
 func (o ops[T]) desired(src runtime.Object, ns string, owner copyspec.Owner) object {
@@ -98,29 +107,39 @@ func (o ops[T]) delete(ctx context.Context, ns, name string, opts *metav1.Delete
 	return o.client(ns).Delete(ctx, name, *opts)
 }
 
-// listManaged returns Courier's copies in every namespace: from the
-// label-filtered informer once synced, else with a live labelled list.
+// listManaged returns the copies written for this cluster's Cluster, in
+// every namespace: from the label-filtered informer once synced, else with a
+// live list by the same selector.
 func (o ops[T]) listManaged(ctx context.Context) ([]object, error) {
-	var items []T
-	var err error
 	if o.synced() {
-		items, err = o.listCache()
-	} else {
-		items, err = o.listLive(ctx, metav1.ListOptions{LabelSelector: copyspec.ManagedSelector().String()})
+		items, err := o.listCache()
+		return objects(items), err
 	}
-	if err != nil {
-		return nil, err
-	}
+	items, err := o.listLive(ctx, metav1.ListOptions{LabelSelector: o.selector})
+	return objects(items), err
+}
+
+func (o ops[T]) listUnlabelled(ctx context.Context) ([]object, error) {
+	items, err := o.listLive(ctx, metav1.ListOptions{LabelSelector: copyspec.UnlabelledSelector().String()})
+	return objects(items), err
+}
+
+func objects[T object](items []T) []object {
 	out := make([]object, 0, len(items))
 	for _, it := range items {
 		out = append(out, it)
 	}
-	return out, nil
+	return out
 }
 
 func (o ops[T]) upToDate(cur, want object) bool {
 	c, ok := cur.(T)
 	return ok && o.isUpToDate(c, want.(T))
+}
+
+func (o ops[T]) sameData(cur, want object) bool {
+	c, ok := cur.(T)
+	return ok && o.dataEqual(c, want.(T))
 }
 
 func (o ops[T]) needsRecreate(cur, want object) bool {
@@ -150,7 +169,9 @@ func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) k
 				return copyspec.Secret(src, ns, o)
 			},
 			isUpToDate:   copyspec.SecretUpToDate,
+			dataEqual:    copyspec.SecretDataEqual,
 			mustRecreate: copyspec.SecretNeedsRecreate,
+			selector:     c.Selector,
 		}
 	}
 	return ops[*corev1.ConfigMap]{
@@ -170,7 +191,9 @@ func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) k
 			return copyspec.ConfigMap(src, ns, o)
 		},
 		isUpToDate:   copyspec.ConfigMapUpToDate,
+		dataEqual:    copyspec.ConfigMapDataEqual,
 		mustRecreate: copyspec.ConfigMapNeedsRecreate,
+		selector:     c.Selector,
 	}
 }
 

@@ -44,6 +44,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		// longer reach it to remove copies.
 		e.cfg.Downstream.Forget(key)
 		e.forgetEchoes(key)
+		e.forgetTwin(key)
 		clusterReachable.DeleteLabelValues(key)
 		if e.setLeftovers(key, nil) {
 			e.cfg.OnStatusChange()
@@ -60,6 +61,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		e.markAll(copies, courier.CopyPhaseUnreachable, err.Error())
 		return err
 	}
+	e.setServer(key, client)
 
 	changed := false
 	var retryErr error
@@ -339,8 +341,10 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	// Anything else (absent from the cache, or not ours) is read live, which
 	// is how a same-named object Courier does not own is found.
 	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy {
-		p.decide(cur)
-		return p
+		if _, fleets := copyspec.FleetCopy(cur); !fleets {
+			p.decide(cur)
+			return p
+		}
 	}
 	cur, err := p.ops.get(ctx, c.targetNS, c.name)
 	switch {
@@ -349,6 +353,10 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 		return p
 	case err != nil:
 		p.out = e.writeFailed(cluster, "reading "+what, err)
+		return p
+	}
+	if bd, ok := copyspec.FleetCopy(cur); ok {
+		p.out = fleetsCopy(p, cur, bd, what, cluster.Name)
 		return p
 	}
 	switch copyspec.OwnershipOf(cur, owner) {
@@ -365,8 +373,14 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 
 // decide records what Courier's own copy cur needs: nothing, an update, or
 // (immutable, or a Secret type change) delete and create.
+//
+// A copy of this HelmOp written for another Fleet Cluster on the same
+// kube-apiserver keeps naming that Cluster: only its content is judged
+// (DESIGN §3 rule 11), so Clusters that share a kube-apiserver never
+// rewrite each other's copies.
 func (p *plan) decide(cur object) {
 	p.cur = cur
+	copyspec.AdoptWriter(p.want, cur)
 	switch {
 	case p.ops.upToDate(cur, p.want):
 		copiesTotal.WithLabelValues("current", "").Inc()
@@ -376,6 +390,21 @@ func (p *plan) decide(cur object) {
 	default:
 		p.action = actionUpdate
 	}
+}
+
+// fleetsCopy is the outcome for a copy Fleet's own agent made (DESIGN §3
+// rule 12): never written or deleted by Courier, reported Synced when its
+// type and data are the source's, else Conflict.
+func fleetsCopy(p plan, cur object, bundleDeployment, what, cluster string) outcome {
+	if p.ops.sameData(cur, p.want) {
+		copiesTotal.WithLabelValues("current", "").Inc()
+		st := synced(p.srcRV, nil)
+		st.Message = fmt.Sprintf("%s in cluster %s is Fleet's copy (BundleDeployment %s) and matches its source; Courier leaves it to Fleet",
+			what, cluster, bundleDeployment)
+		return outcome{status: st}
+	}
+	return conflict(fmt.Sprintf("%s in cluster %s is Fleet's copy (BundleDeployment %s) and differs from its source; Courier never writes Fleet's copies",
+		what, cluster, bundleDeployment))
 }
 
 // conflict is the outcome for a same-named object Courier must leave alone.
@@ -422,9 +451,10 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 			var cur object
 			if cur, err = p.ops.get(ctx, c.targetNS, c.name); err == nil {
 				owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name}
-				if copyspec.OwnershipOf(cur, owner) != copyspec.OwnedBy {
+				if _, fleets := copyspec.FleetCopy(cur); fleets || copyspec.OwnershipOf(cur, owner) != copyspec.OwnedBy {
 					return conflict(fmt.Sprintf("%s in cluster %s was replaced by an object Courier does not own; it is left unchanged", what, cluster.Name))
 				}
+				copyspec.AdoptWriter(p.want, cur)
 				if p.ops.upToDate(cur, p.want) {
 					return outcome{status: synced(p.srcRV, nil)}
 				}
@@ -509,20 +539,39 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 	}
 	left := []copyview.Leftover{}
 	var failed error
+	key := cluster.Namespace + "/" + cluster.Name
+	legacy := e.needsLegacySweep(key, client)
+	keptLegacy := false
 	for _, kind := range []string{"Secret", "ConfigMap"} {
 		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
 		managed, err := ops.listManaged(ctx)
 		if err != nil {
 			return nil, err
 		}
+		if legacy {
+			// Copies written before the cluster-hash label existed are not in
+			// the informer's selection: found once per client by a live list.
+			unlabelled, err := ops.listUnlabelled(ctx)
+			if err != nil {
+				return nil, err
+			}
+			managed = append(managed, unlabelled...)
+		}
 		for _, obj := range managed {
 			claim, ok := copyspec.ClaimedOwner(obj)
 			if !ok || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || claim.Cluster != cluster.Name {
 				continue
 			}
+			if _, fleets := copyspec.FleetCopy(obj); fleets {
+				continue // Fleet's, whatever else it claims (DESIGN §3 rule 12)
+			}
 			helmOp := claim.HelmOp
-			if wanted[copyID(helmOp, kind, obj.GetNamespace(), obj.GetName())] {
+			id := copyID(helmOp, kind, obj.GetNamespace(), obj.GetName())
+			if wanted[id] || e.wantedByTwin(key, client, id) {
 				continue
+			}
+			if _, labelled := obj.GetLabels()[copyspec.LabelClusterHash]; !labelled && claim.Keep {
+				keptLegacy = true
 			}
 			what := describe(kind, obj.GetNamespace(), obj.GetName())
 			l := copyview.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
@@ -558,6 +607,9 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 			}
 			left = append(left, l)
 		}
+	}
+	if failed == nil && legacy && !keptLegacy {
+		e.legacySwept(key, client)
 	}
 	return left, failed
 }

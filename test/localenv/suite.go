@@ -27,8 +27,10 @@ type Suite struct {
 	Courier *Courier
 	// RepoRoot is the repository's top directory.
 	RepoRoot string
-	// FleetCRDs is the directory of Fleet's real CRDs installed upstream.
-	FleetCRDs string
+	// FleetCRDs is the directory of the CRDs installed upstream: Fleet's
+	// real ones when found, else Courier's own (RealFleetCRDs false).
+	FleetCRDs     string
+	RealFleetCRDs bool
 	// BinDir holds kube-apiserver, kube-controller-manager, kubectl, etcd.
 	BinDir string
 
@@ -39,8 +41,8 @@ type Suite struct {
 
 // StartSuite finds or builds the tools (COURIER_TOOLS_BIN, else
 // hack/build-tools.sh) and Courier (COURIER_BINARY, else BuildCourier),
-// starts an upstream and two downstream clusters, installs Fleet's real
-// CRDs (FindFleetCRDs) and starts Courier. Stop undoes it all.
+// starts an upstream and two downstream clusters, installs Fleet's CRDs
+// (FindFleetCRDs: the real ones, or Courier's own in a bare clone) and starts Courier. Stop undoes it all.
 func StartSuite(ctx context.Context, o SuiteOptions) (_ *Suite, err error) {
 	s := &Suite{keep: o.Keep, logf: func(format string, args ...any) { fmt.Printf(o.Name+": "+format+"\n", args...) }}
 	if s.RepoRoot, err = RepoRoot(); err != nil {
@@ -56,9 +58,16 @@ func StartSuite(ctx context.Context, o SuiteOptions) (_ *Suite, err error) {
 			return nil, err
 		}
 	}
-	if s.FleetCRDs, err = FindFleetCRDs(s.RepoRoot); err != nil {
+	var realCRDs bool
+	if s.FleetCRDs, realCRDs, err = FindFleetCRDs(s.RepoRoot); err != nil {
 		return nil, err
 	}
+	if realCRDs {
+		s.logf("using Fleet's real CRDs from %s", s.FleetCRDs)
+	} else {
+		s.logf("Fleet's CRDs not found (no ../shared/fleet-crds, no COURIER_FLEET_CRDS): using Courier's own CRDs from %s", s.FleetCRDs)
+	}
+	s.RealFleetCRDs = realCRDs
 	if s.dir, err = os.MkdirTemp("", "courier-"+o.Name+"-"); err != nil {
 		return nil, err
 	}
@@ -111,16 +120,24 @@ func ToolsBin(ctx context.Context, repoRoot string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// FindFleetCRDs returns Fleet's real CRDs: $COURIER_FLEET_CRDS, else the
-// shared/fleet-crds directory next to the repository.
-func FindFleetCRDs(repoRoot string) (string, error) {
-	for _, dir := range []string{os.Getenv("COURIER_FLEET_CRDS"), filepath.Join(repoRoot, "..", "shared", "fleet-crds")} {
-		if dir == "" {
-			continue
+// FindFleetCRDs returns the CRDs to install upstream: Fleet's real ones
+// ($COURIER_FLEET_CRDS, else the shared/fleet-crds directory next to the
+// repository, as CI lays it out), or, in a clone that has neither, Courier's
+// own schema-compatible CRDs under artifacts/crds. real says which.
+func FindFleetCRDs(repoRoot string) (dir string, real bool, err error) {
+	if env := os.Getenv("COURIER_FLEET_CRDS"); env != "" {
+		if _, err := os.Stat(filepath.Join(env, "helmops.yaml")); err != nil {
+			return "", false, fmt.Errorf("COURIER_FLEET_CRDS=%s holds no helmops.yaml: %w", env, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, "helmops.yaml")); err == nil {
-			return dir, nil
-		}
+		return env, true, nil
 	}
-	return "", fmt.Errorf("Fleet's CRDs not found: set COURIER_FLEET_CRDS to a directory holding helmops.yaml, clusters.yaml and clustergroups.yaml")
+	shared := filepath.Join(repoRoot, "..", "shared", "fleet-crds")
+	if _, err := os.Stat(filepath.Join(shared, "helmops.yaml")); err == nil {
+		return shared, true, nil
+	}
+	own := filepath.Join(repoRoot, "artifacts", "crds")
+	if _, err := os.Stat(filepath.Join(own, "helmops.fleet.cattle.io.yaml")); err != nil {
+		return "", false, fmt.Errorf("no CRDs to install: neither Fleet's (COURIER_FLEET_CRDS, ../shared/fleet-crds) nor Courier's own (artifacts/crds): %w", err)
+	}
+	return own, false, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -93,10 +95,11 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 
 	var eng *engine.Engine
 	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
-		WatchSelector: copyspec.ManagedSelector(),
-		OnChange:      func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
-		Relevant:      copyspec.WrittenFor,
-		UserAgent:     "courier",
+		WatchSelector: func(c *fleetv1alpha1.Cluster) labels.Selector {
+			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
+		},
+		OnChange:  func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
+		UserAgent: "courier",
 	})
 	eng = engine.New(engine.Config{
 		UpstreamID: upstreamID,
