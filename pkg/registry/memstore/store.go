@@ -4,22 +4,26 @@
 // events followed by the initial-events-end bookmark) and the selector
 // transitions the watch cache of a kube-apiserver produces.
 //
-// The producer (the copy engine) computes the complete set and hands it to
-// Replace; the store works out what changed. Objects held by the store are
-// never modified after they are stored, and every object handed out (by Get,
-// List or to a watcher) is a deep copy of its own.
+// The producer (the copy engine) either hands the complete set to Replace,
+// and the store works out what changed, or hands the objects it changed to
+// Upsert and the keys of those it removed to Delete, which costs nothing for
+// the objects it did not touch. Objects held by the store are never
+// modified after they are stored, and every object handed out (by Get, List
+// or to a watcher) is a deep copy of its own.
 package memstore
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
@@ -92,17 +96,20 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-type key struct {
-	namespace, name string
+// Key identifies an object in a store: its namespace and name.
+type Key struct {
+	Namespace, Name string
 }
 
-func keyOf(o metav1.Object) key { return key{namespace: o.GetNamespace(), name: o.GetName()} }
+// KeyOf returns the key of o.
+func KeyOf(o metav1.Object) Key { return Key{Namespace: o.GetNamespace(), Name: o.GetName()} }
 
-func (k key) less(o key) bool {
-	if k.namespace != o.namespace {
-		return k.namespace < o.namespace
+// compareKeys orders keys by namespace, then name.
+func compareKeys(a, b Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
 	}
-	return k.name < o.name
+	return strings.Compare(a.Name, b.Name)
 }
 
 // event is one change, as recorded in the history.
@@ -124,7 +131,7 @@ type Store[T Object] struct {
 
 	mu   sync.RWMutex
 	rv   uint64
-	objs map[key]T
+	objs map[Key]T
 	// history is a ring of the last len(history) events, oldest at hstart.
 	// Every event bumps rv by one, so the events held have the consecutive
 	// resource versions rv-hlen+1 .. rv.
@@ -150,7 +157,7 @@ func New[T Object](opts ...Option) *Store[T] {
 		bufferSize:  c.bufferSize,
 		now:         c.now,
 		rv:          c.initialRV,
-		objs:        map[key]T{},
+		objs:        map[Key]T{},
 		history:     make([]event[T], c.historySize),
 		watchers:    map[*watcher[T]]struct{}{},
 	}
@@ -169,17 +176,20 @@ func New[T Object](opts ...Option) *Store[T] {
 // objs must not hold nil pointers; if two have the same namespace/name the
 // last one wins. Replace neither keeps nor modifies objs or its elements.
 // It never waits for a watcher.
+//
+// Replace looks at every object the store holds; a producer that knows
+// which objects it changed should call Upsert and Delete instead.
 func (s *Store[T]) Replace(objs []T) {
-	next := make(map[key]T, len(objs))
+	next := make(map[Key]T, len(objs))
 	for _, o := range objs {
-		next[keyOf(o)] = o
+		next[KeyOf(o)] = o
 	}
 	now := metav1.NewTime(s.now()).Rfc3339Copy()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	keys := make([]key, 0, len(next)+len(s.objs))
+	keys := make([]Key, 0, len(next)+len(s.objs))
 	for k := range next {
 		keys = append(keys, k)
 	}
@@ -188,60 +198,134 @@ func (s *Store[T]) Replace(objs []T) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	slices.SortFunc(keys, compareKeys)
 
 	for _, k := range keys {
-		old, had := s.objs[k]
-		in, want := next[k]
-		switch {
-		case want && !had:
-			stored := in.DeepCopyObject().(T)
-			if ts := stored.GetCreationTimestamp(); ts.IsZero() {
-				stored.SetCreationTimestamp(now)
-			}
-			if stored.GetUID() == "" {
-				stored.SetUID(uuid.NewUUID())
-			}
-			s.rv++
-			stored.SetResourceVersion(formatRV(s.rv))
-			s.objs[k] = stored
-			s.emitLocked(event[T]{rv: s.rv, typ: watch.Added, obj: stored})
-		case want && had:
-			if equalIgnoringServerFields(old, in) {
-				continue
-			}
-			stored := in.DeepCopyObject().(T)
-			stored.SetCreationTimestamp(old.GetCreationTimestamp())
-			stored.SetUID(old.GetUID())
-			s.rv++
-			stored.SetResourceVersion(formatRV(s.rv))
-			s.objs[k] = stored
-			s.emitLocked(event[T]{rv: s.rv, typ: watch.Modified, obj: stored, prev: old})
-		case had:
-			s.rv++
-			delete(s.objs, k)
-			s.emitLocked(event[T]{rv: s.rv, typ: watch.Deleted, prev: old})
+		if in, ok := next[k]; ok {
+			s.putLocked(k, in, now)
+		} else {
+			s.deleteLocked(k)
 		}
 	}
 }
 
-// equalIgnoringServerFields reports whether a and b are semantically equal
-// once the fields the store assigns are cleared.
-func equalIgnoringServerFields[T Object](a, b T) bool {
-	ac, bc := a.DeepCopyObject().(T), b.DeepCopyObject().(T)
-	for _, o := range []T{ac, bc} {
-		o.SetResourceVersion("")
-		o.SetCreationTimestamp(metav1.Time{})
-		o.SetUID("")
+// Upsert stores each of objs, in the order given, as Replace does with one
+// object it is handed: an object that differs from the one held under its
+// namespace/name (ignoring resourceVersion, creationTimestamp and uid), or
+// that is new, gets the next resource version, its own deep copy in the
+// store and one event (Modified or Added); an object equal to the one held
+// changes nothing, costs no copy and sends no event. Objects the store holds
+// that are not in objs are left alone. It returns how many objects changed.
+//
+// All of objs are applied at once: a list or get sees either none or all of
+// them. objs must not hold nil pointers; if two have the same
+// namespace/name, both are applied in turn. Upsert neither keeps nor
+// modifies objs or its elements. It never waits for a watcher.
+func (s *Store[T]) Upsert(objs ...T) int {
+	if len(objs) == 0 {
+		return 0
 	}
-	return apiequality.Semantic.DeepEqual(ac, bc)
+	now := metav1.NewTime(s.now()).Rfc3339Copy()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := 0
+	for _, o := range objs {
+		if s.putLocked(KeyOf(o), o, now) {
+			changed++
+		}
+	}
+	return changed
+}
+
+// Delete removes the objects with the given keys, in the order given: each
+// one the store holds gets the next resource version and a Deleted event
+// holding its last state; keys the store does not hold are ignored. All of
+// keys are applied at once. It returns how many objects were removed and
+// never waits for a watcher.
+func (s *Store[T]) Delete(keys ...Key) int {
+	if len(keys) == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deleted := 0
+	for _, k := range keys {
+		if s.deleteLocked(k) {
+			deleted++
+		}
+	}
+	return deleted
+}
+
+// putLocked stores in under k unless the store holds an equal object, and
+// reports whether it did.
+func (s *Store[T]) putLocked(k Key, in T, now metav1.Time) bool {
+	old, had := s.objs[k]
+	if had && equalIgnoringServerFields(old, in) {
+		return false
+	}
+	stored := in.DeepCopyObject().(T)
+	typ := watch.Added
+	if had {
+		typ = watch.Modified
+		stored.SetCreationTimestamp(old.GetCreationTimestamp())
+		stored.SetUID(old.GetUID())
+	} else {
+		if ts := stored.GetCreationTimestamp(); ts.IsZero() {
+			stored.SetCreationTimestamp(now)
+		}
+		if stored.GetUID() == "" {
+			stored.SetUID(uuid.NewUUID())
+		}
+	}
+	s.rv++
+	stored.SetResourceVersion(formatRV(s.rv))
+	s.objs[k] = stored
+	s.emitLocked(event[T]{rv: s.rv, typ: typ, obj: stored, prev: old})
+	return true
+}
+
+// deleteLocked removes the object held under k, if any, and reports whether
+// there was one.
+func (s *Store[T]) deleteLocked(k Key) bool {
+	old, had := s.objs[k]
+	if !had {
+		return false
+	}
+	s.rv++
+	delete(s.objs, k)
+	s.emitLocked(event[T]{rv: s.rv, typ: watch.Deleted, prev: old})
+	return true
+}
+
+// semanticIgnoringServerFields is apimachinery's semantic equality, except
+// that the resourceVersion, creationTimestamp and uid of an ObjectMeta do
+// not count. The ObjectMeta values it compares are copies, so nothing is
+// modified; the computed types have no ObjectMeta besides their own.
+var semanticIgnoringServerFields = func() conversion.Equalities {
+	e := apiequality.Semantic.Copy()
+	if err := e.AddFunc(func(a, b metav1.ObjectMeta) bool {
+		a.ResourceVersion, b.ResourceVersion = "", ""
+		a.CreationTimestamp, b.CreationTimestamp = metav1.Time{}, metav1.Time{}
+		a.UID, b.UID = "", ""
+		return apiequality.Semantic.DeepEqual(a, b)
+	}); err != nil {
+		panic(err)
+	}
+	return e
+}()
+
+// equalIgnoringServerFields reports whether a and b are semantically equal
+// apart from the fields the store assigns, without copying either.
+func equalIgnoringServerFields[T Object](a, b T) bool {
+	return semanticIgnoringServerFields.DeepEqual(a, b)
 }
 
 // Get returns a deep copy of the object namespace/name, if the store holds it.
 func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	o, ok := s.objs[key{namespace: namespace, name: name}]
+	o, ok := s.objs[Key{Namespace: namespace, Name: name}]
 	if !ok {
 		var zero T
 		return zero, false
@@ -276,7 +360,7 @@ func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bo
 		return selectSorted(s.objs, namespace, match), formatRV(rv), nil
 	}
 	// Undo the events after rv, newest first.
-	state := make(map[key]T, len(s.objs))
+	state := make(map[Key]T, len(s.objs))
 	for k, o := range s.objs {
 		state[k] = o
 	}
@@ -287,18 +371,18 @@ func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bo
 		}
 		switch e.typ {
 		case watch.Added:
-			delete(state, keyOf(e.obj))
+			delete(state, KeyOf(e.obj))
 		case watch.Modified, watch.Deleted:
-			state[keyOf(e.prev)] = e.prev
+			state[KeyOf(e.prev)] = e.prev
 		}
 	}
 	return selectSorted(state, namespace, match), formatRV(rv), nil
 }
 
-func selectSorted[T Object](objs map[key]T, namespace string, match func(T) bool) []T {
-	keys := make([]key, 0, len(objs))
+func selectSorted[T Object](objs map[Key]T, namespace string, match func(T) bool) []T {
+	keys := make([]Key, 0, len(objs))
 	for k, o := range objs {
-		if namespace != "" && k.namespace != namespace {
+		if namespace != "" && k.Namespace != namespace {
 			continue
 		}
 		if match != nil && !match(o) {
@@ -306,7 +390,7 @@ func selectSorted[T Object](objs map[key]T, namespace string, match func(T) bool
 		}
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	slices.SortFunc(keys, compareKeys)
 	items := make([]T, 0, len(keys))
 	for _, k := range keys {
 		items = append(items, objs[k].DeepCopyObject().(T))
