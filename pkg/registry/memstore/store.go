@@ -37,26 +37,30 @@ type Object interface {
 }
 
 const (
-	// DefaultHistorySize is how many recent events a store keeps so that a
-	// watch can resume from a resource version it has already seen.
+	// DefaultHistorySize is the fewest recent events a store keeps so that
+	// a watch can resume from a resource version it has already seen.
 	DefaultHistorySize = 1000
-	// DefaultWatchBufferSize is how many events may wait for one watcher
-	// before that watcher is closed as too slow.
+	// DefaultWatchBufferSize is the fewest events that may wait for one
+	// watcher before that watcher is closed as too slow.
 	DefaultWatchBufferSize = 256
+	// burstSlack is added to twice the number of objects to size the
+	// history and the watcher queues; see Store.
+	burstSlack = 1024
 )
 
 // Option configures a Store.
 type Option func(*config)
 
 type config struct {
-	historySize int
-	bufferSize  int
+	historySize int // < 0: grows with the number of objects
+	bufferSize  int // 0: grows with the number of objects
 	initialRV   uint64
 	now         func() time.Time
 }
 
-// WithHistorySize sets how many recent events are kept for watches that
-// resume from a resource version (at least 0; DefaultHistorySize if unset).
+// WithHistorySize fixes at n (at least 0) how many recent events are kept
+// for watches that resume from a resource version. Without it the history
+// grows with the number of objects; see Store.
 func WithHistorySize(n int) Option {
 	return func(c *config) {
 		if n >= 0 {
@@ -65,9 +69,9 @@ func WithHistorySize(n int) Option {
 	}
 }
 
-// WithWatchBufferSize sets how many events may queue up for one watcher,
-// beyond its initial events, before the watcher is closed (at least 1;
-// DefaultWatchBufferSize if unset).
+// WithWatchBufferSize fixes at n (at least 1) how many events may wait for
+// one watcher, beyond its initial events, before the watcher is closed.
+// Without it that limit grows with the number of objects; see Store.
 func WithWatchBufferSize(n int) Option {
 	return func(c *config) {
 		if n >= 1 {
@@ -124,17 +128,40 @@ type event[T Object] struct {
 
 // Store is a watchable in-memory set of computed objects of one resource,
 // across all namespaces. It is safe for concurrent use.
+//
+// One upstream change may change every object at once (a Secret copied to
+// 1,000 clusters by 10 HelmOps is 10,000 rows), so unless they are fixed
+// with WithHistorySize and WithWatchBufferSize, the history and the limit on
+// what may wait for one watcher both grow with the number of objects: they
+// hold max(DefaultHistorySize, 2p+1024) and max(DefaultWatchBufferSize,
+// 2p+1024) events, p being the most objects the store has held at once
+// (twice, because a Replace that swaps every object causes a Deleted and an
+// Added event for each; the peak, so that a burst of deletions does not
+// shrink the room it needs). A burst that touches every object therefore
+// neither closes a watcher that is reading nor pushes out of the history
+// the version a watcher that was cut off will resume from.
+//
+// What this costs: a history entry and a waiting event are a few words that
+// point at stored objects, which are never modified and so are shared, not
+// copied. Deep copies are made only when an event is put in a watcher's
+// result channel (at most DefaultWatchBufferSize per watcher, or the fixed
+// buffer size), or by Get and List for what they return. At 10,000 objects
+// the history is about 21,000 entries of 48 bytes (1 MB) and a watcher's
+// queue at most as many again, plus whatever replaced object versions they
+// keep alive: at most one per entry, typically a few kilobytes each.
 type Store[T Object] struct {
-	historySize int
-	bufferSize  int
+	historySize int // < 0: grows with peak
+	bufferSize  int // 0: grows with peak
 	now         func() time.Time
 
 	mu   sync.RWMutex
 	rv   uint64
 	objs map[Key]T
-	// history is a ring of the last len(history) events, oldest at hstart.
-	// Every event bumps rv by one, so the events held have the consecutive
-	// resource versions rv-hlen+1 .. rv.
+	// peak is the most objects the store has held at once.
+	peak int
+	// history is a ring of the last hlen events, oldest at hstart; it grows
+	// up to historyLimitLocked. Every event bumps rv by one, so the events
+	// held have the consecutive resource versions rv-hlen+1 .. rv.
 	history  []event[T]
 	hstart   int
 	hlen     int
@@ -144,23 +171,25 @@ type Store[T Object] struct {
 // New returns an empty store.
 func New[T Object](opts ...Option) *Store[T] {
 	c := config{
-		historySize: DefaultHistorySize,
-		bufferSize:  DefaultWatchBufferSize,
+		historySize: -1,
 		initialRV:   uint64(time.Now().UnixMicro()),
 		now:         time.Now,
 	}
 	for _, o := range opts {
 		o(&c)
 	}
-	return &Store[T]{
+	s := &Store[T]{
 		historySize: c.historySize,
 		bufferSize:  c.bufferSize,
 		now:         c.now,
 		rv:          c.initialRV,
 		objs:        map[Key]T{},
-		history:     make([]event[T], c.historySize),
 		watchers:    map[*watcher[T]]struct{}{},
 	}
+	if c.historySize >= 0 {
+		s.history = make([]event[T], c.historySize)
+	}
+	return s
 }
 
 // Replace sets the complete current set of objects, in all namespaces. It
@@ -281,6 +310,7 @@ func (s *Store[T]) putLocked(k Key, in T, now metav1.Time) bool {
 	s.rv++
 	stored.SetResourceVersion(formatRV(s.rv))
 	s.objs[k] = stored
+	s.peak = max(s.peak, len(s.objs))
 	s.emitLocked(event[T]{rv: s.rv, typ: typ, obj: stored, prev: old})
 	return true
 }
@@ -379,6 +409,21 @@ func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bo
 	return selectSorted(state, namespace, match), formatRV(rv), nil
 }
 
+// sortedLocked returns the stored objects, not copies, sorted by namespace
+// and name.
+func (s *Store[T]) sortedLocked() []T {
+	keys := make([]Key, 0, len(s.objs))
+	for k := range s.objs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	items := make([]T, len(keys))
+	for i, k := range keys {
+		items[i] = s.objs[k]
+	}
+	return items
+}
+
 func selectSorted[T Object](objs map[Key]T, namespace string, match func(T) bool) []T {
 	keys := make([]Key, 0, len(objs))
 	for k, o := range objs {
@@ -396,53 +441,6 @@ func selectSorted[T Object](objs map[Key]T, namespace string, match func(T) bool
 		items = append(items, objs[k].DeepCopyObject().(T))
 	}
 	return items
-}
-
-// checkHistoryLocked returns 410 Gone unless the state at rv can be
-// reconstructed, that is unless every event after rv is still in the
-// history.
-func (s *Store[T]) checkHistoryLocked(rv uint64) error {
-	oldest := s.rv - uint64(s.hlen) // the oldest version we can start from
-	switch {
-	case rv > s.rv:
-		return apierrors.NewResourceExpired(fmt.Sprintf("resource version %d is newer than the current %d", rv, s.rv))
-	case rv < oldest:
-		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, oldest))
-	}
-	return nil
-}
-
-// historyAt returns the i-th oldest event held.
-func (s *Store[T]) historyAt(i int) event[T] {
-	return s.history[(s.hstart+i)%len(s.history)]
-}
-
-// emitLocked records e in the history and hands it to every watcher that is
-// interested, closing those whose buffer is full.
-func (s *Store[T]) emitLocked(e event[T]) {
-	if n := len(s.history); n > 0 {
-		if s.hlen < n {
-			s.history[(s.hstart+s.hlen)%n] = e
-			s.hlen++
-		} else {
-			s.history[s.hstart] = e
-			s.hstart = (s.hstart + 1) % n
-		}
-	}
-	for w := range s.watchers {
-		ev, ok := w.convert(e)
-		if !ok {
-			continue
-		}
-		select {
-		case w.result <- ev:
-		default:
-			// The watcher has fallen behind: close it rather than block
-			// everybody or silently lose the event. Its client watches
-			// again from the last resource version it saw.
-			s.closeWatcherLocked(w)
-		}
-	}
 }
 
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
