@@ -1,8 +1,9 @@
 // Package memstore holds the current set of one computed resource in memory
-// and serves it to the API server: get, list and watch, with resource
-// versions, a bounded history for resuming watches, watch-list (initial
-// events followed by the initial-events-end bookmark) and the selector
-// transitions the watch cache of a kube-apiserver produces.
+// and serves it to the API server: get, list (in pages, with continue
+// tokens, each list from one state) and watch, with resource versions, a
+// bounded history for resuming watches, watch-list (initial events followed
+// by the initial-events-end bookmark) and the selector transitions the
+// watch cache of a kube-apiserver produces.
 //
 // The producer (the copy engine) either hands the complete set to Replace,
 // and the store works out what changed, or hands the objects it changed to
@@ -13,7 +14,6 @@
 package memstore
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +21,6 @@ import (
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,6 +53,8 @@ type Option func(*config)
 type config struct {
 	historySize int // < 0: grows with the number of objects
 	bufferSize  int // 0: grows with the number of objects
+	snapshots   int
+	snapshotTTL time.Duration
 	initialRV   uint64
 	now         func() time.Time
 }
@@ -148,7 +149,9 @@ type event[T Object] struct {
 // buffer size), or by Get and List for what they return. At 10,000 objects
 // the history is about 21,000 entries of 48 bytes (1 MB) and a watcher's
 // queue at most as many again, plus whatever replaced object versions they
-// keep alive: at most one per entry, typically a few kilobytes each.
+// keep alive: at most one per entry, typically a few kilobytes each. The
+// snapshots kept for paged lists (see ListPage) cost 8 bytes per object
+// each, plus the replaced object versions they keep alive.
 type Store[T Object] struct {
 	historySize int // < 0: grows with peak
 	bufferSize  int // 0: grows with peak
@@ -166,12 +169,32 @@ type Store[T Object] struct {
 	hstart   int
 	hlen     int
 	watchers map[*watcher[T]]struct{}
+
+	// order holds the keys of objs, sorted, as of the last snapshot;
+	// orderAdds, orderDels and orderRebuild say what changed since (see
+	// noteAddedLocked).
+	order        []Key
+	orderAdds    []Key
+	orderDels    int
+	orderRebuild bool
+	// curMu guards cur, the snapshot of the current state once built, and
+	// the updates of order made while s.mu is held for reading.
+	curMu sync.Mutex
+	cur   *snapshot[T]
+
+	// kept are the snapshots of paged lists, by resource version.
+	maxSnapshots int
+	snapshotTTL  time.Duration
+	snapMu       sync.Mutex
+	kept         map[uint64]keptSnapshot[T]
 }
 
 // New returns an empty store.
 func New[T Object](opts ...Option) *Store[T] {
 	c := config{
 		historySize: -1,
+		snapshots:   DefaultListSnapshots,
+		snapshotTTL: DefaultListSnapshotTTL,
 		initialRV:   uint64(time.Now().UnixMicro()),
 		now:         time.Now,
 	}
@@ -185,6 +208,10 @@ func New[T Object](opts ...Option) *Store[T] {
 		rv:          c.initialRV,
 		objs:        map[Key]T{},
 		watchers:    map[*watcher[T]]struct{}{},
+
+		maxSnapshots: c.snapshots,
+		snapshotTTL:  c.snapshotTTL,
+		kept:         map[uint64]keptSnapshot[T]{},
 	}
 	if c.historySize >= 0 {
 		s.history = make([]event[T], c.historySize)
@@ -306,6 +333,7 @@ func (s *Store[T]) putLocked(k Key, in T, now metav1.Time) bool {
 		if stored.GetUID() == "" {
 			stored.SetUID(uuid.NewUUID())
 		}
+		s.noteAddedLocked(k)
 	}
 	s.rv++
 	stored.SetResourceVersion(formatRV(s.rv))
@@ -324,6 +352,7 @@ func (s *Store[T]) deleteLocked(k Key) bool {
 	}
 	s.rv++
 	delete(s.objs, k)
+	s.orderDels++
 	s.emitLocked(event[T]{rv: s.rv, typ: watch.Deleted, prev: old})
 	return true
 }
@@ -361,86 +390,6 @@ func (s *Store[T]) Get(namespace, name string) (T, bool) {
 		return zero, false
 	}
 	return o.DeepCopyObject().(T), true
-}
-
-// List returns deep copies of the objects in namespace (all namespaces when
-// empty) for which match returns true (all when match is nil), sorted by
-// namespace and name, and the store's current resource version.
-func (s *Store[T]) List(namespace string, match func(T) bool) (items []T, resourceVersion string) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return selectSorted(s.objs, namespace, match), formatRV(s.rv)
-}
-
-// ListExact is List as of resourceVersion: the state right after the change
-// that got that version, and that version in canonical form. It can go back as far as the history reaches; for a
-// version older than that, newer than the current one, or not a number it
-// returns 410 Gone (a client asking for an exact version then relists).
-func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bool) (items []T, normalizedResourceVersion string, err error) {
-	rv, err := strconv.ParseUint(resourceVersion, 10, 64)
-	if err != nil {
-		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q: %v", resourceVersion, err))
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.checkHistoryLocked(rv); err != nil {
-		return nil, "", err
-	}
-	if rv == s.rv {
-		return selectSorted(s.objs, namespace, match), formatRV(rv), nil
-	}
-	// Undo the events after rv, newest first.
-	state := make(map[Key]T, len(s.objs))
-	for k, o := range s.objs {
-		state[k] = o
-	}
-	for i := s.hlen - 1; i >= 0; i-- {
-		e := s.historyAt(i)
-		if e.rv <= rv {
-			break
-		}
-		switch e.typ {
-		case watch.Added:
-			delete(state, KeyOf(e.obj))
-		case watch.Modified, watch.Deleted:
-			state[KeyOf(e.prev)] = e.prev
-		}
-	}
-	return selectSorted(state, namespace, match), formatRV(rv), nil
-}
-
-// sortedLocked returns the stored objects, not copies, sorted by namespace
-// and name.
-func (s *Store[T]) sortedLocked() []T {
-	keys := make([]Key, 0, len(s.objs))
-	for k := range s.objs {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareKeys)
-	items := make([]T, len(keys))
-	for i, k := range keys {
-		items[i] = s.objs[k]
-	}
-	return items
-}
-
-func selectSorted[T Object](objs map[Key]T, namespace string, match func(T) bool) []T {
-	keys := make([]Key, 0, len(objs))
-	for k, o := range objs {
-		if namespace != "" && k.Namespace != namespace {
-			continue
-		}
-		if match != nil && !match(o) {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareKeys)
-	items := make([]T, 0, len(keys))
-	for _, k := range keys {
-		items = append(items, objs[k].DeepCopyObject().(T))
-	}
-	return items
 }
 
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }

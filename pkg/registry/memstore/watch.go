@@ -82,7 +82,7 @@ func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bo
 		if from > s.rv {
 			return nil, apierrors.NewResourceExpired(fmt.Sprintf("resource version %d is newer than the current %d", from, s.rv))
 		}
-		for _, o := range s.sortedLocked() {
+		for _, o := range s.currentLocked().items {
 			if w.matches(o) {
 				pre = append(pre, pendingEvent[T]{typ: watch.Added, obj: o})
 			}
