@@ -142,16 +142,18 @@ type event[T Object] struct {
 // neither closes a watcher that is reading nor pushes out of the history
 // the version a watcher that was cut off will resume from.
 //
-// What this costs: a history entry and a waiting event are a few words that
-// point at stored objects, which are never modified and so are shared, not
-// copied. Deep copies are made only when an event is put in a watcher's
-// result channel (at most DefaultWatchBufferSize per watcher, or the fixed
-// buffer size), or by Get and List for what they return. At 10,000 objects
-// the history is about 21,000 entries of 48 bytes (1 MB) and a watcher's
-// queue at most as many again, plus whatever replaced object versions they
-// keep alive: at most one per entry, typically a few kilobytes each. The
-// snapshots kept for paged lists (see ListPage) cost 8 bytes per object
-// each, plus the replaced object versions they keep alive.
+// What this costs: a history entry (40 bytes) and a waiting event (48
+// bytes) point at stored objects, which are never modified and so are
+// shared, not copied. Deep copies are made only when an event is put in a
+// watcher's result channel (at most DefaultWatchBufferSize per watcher, or
+// the fixed buffer size), and by Get and List for what they return. At
+// 10,000 objects the history is at most 21,024 entries (under 1 MB) and a
+// watcher's queue at most as many events again beyond its initial ones
+// (1 MB), plus the replaced object versions they keep alive: at most two
+// per history entry and one per waiting event, a few kilobytes each, and
+// the history already holds most of those a queue points at. The snapshots kept for paged lists (see
+// ListPage) cost 8 bytes per object each, plus the replaced object versions
+// they keep alive.
 type Store[T Object] struct {
 	historySize int // < 0: grows with peak
 	bufferSize  int // 0: grows with peak
