@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -73,27 +74,63 @@ func (r *Resource[T]) Get(ctx context.Context, name string, _ *metav1.GetOptions
 	return obj, nil
 }
 
-// List implements rest.Lister. It returns every matching object in the
-// request's namespace (all namespaces when there is none) and the current
-// resource version; limit and continue are ignored, so there is never a
-// continue token. With resourceVersionMatch=Exact it returns the state at
-// that resource version while the store's history reaches back to it, and
-// 410 Gone otherwise.
+// List implements rest.Lister. It returns the matching objects in the
+// request's namespace (all namespaces when there is none), in pages when
+// the request sets a limit, choosing the state as the kube-apiserver's watch
+// cache does:
+//   - continue: the next page of the list the token came from, in that
+//     list's state (410 Gone once the store no longer has it, 400 for a
+//     token that cannot be read or a resourceVersion other than "" or "0"
+//     given with it);
+//   - resourceVersionMatch=Exact, or a limit with resourceVersion N (not
+//     "0") and no resourceVersionMatch: the state at that version, while
+//     the store's history reaches back to it, 410 Gone otherwise;
+//   - resourceVersion "0": the current state, whole, whatever the limit
+//     (the watch cache serves any state it has and ignores the limit);
+//   - otherwise the current state.
+//
+// Every page of one list has the resourceVersion of its state; every page
+// but the last has a continue token and, without selectors, the number of
+// items that follow.
 func (r *Resource[T]) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
 	match, err := r.Predicate(options)
 	if err != nil {
 		return nil, err
 	}
-	namespace := genericapirequest.NamespaceValue(ctx)
-	if options != nil && options.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
-		items, rv, err := r.store.ListExact(namespace, options.ResourceVersion, match)
-		if err != nil {
-			return nil, err
-		}
-		return r.spec.NewList(items, rv), nil
+	var o metainternalversion.ListOptions
+	if options != nil {
+		o = *options
 	}
-	items, rv := r.store.List(namespace, match)
-	return r.spec.NewList(items, rv), nil
+	page := memstore.PageOptions{Limit: o.Limit, Continue: o.Continue}
+	switch {
+	case o.Continue != "":
+		if o.ResourceVersion != "" && o.ResourceVersion != "0" {
+			return nil, apierrors.NewBadRequest("specifying resource version is not allowed when using continue")
+		}
+		if o.ResourceVersionMatch != "" {
+			return nil, apierrors.NewBadRequest("resourceVersionMatch is forbidden when continue is provided")
+		}
+	case o.ResourceVersionMatch == metav1.ResourceVersionMatchExact:
+		page.ResourceVersion = o.ResourceVersion
+	case o.ResourceVersion == "0":
+		page.Limit = 0
+	case o.ResourceVersionMatch == "" && o.Limit > 0 && o.ResourceVersion != "":
+		page.ResourceVersion = o.ResourceVersion
+	}
+	p, err := r.store.ListPage(genericapirequest.NamespaceValue(ctx), match, page)
+	if err != nil {
+		return nil, err
+	}
+	list := r.spec.NewList(p.Items, p.ResourceVersion)
+	if p.Continue != "" {
+		meta, err := apimeta.ListAccessor(list)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		meta.SetContinue(p.Continue)
+		meta.SetRemainingItemCount(p.RemainingItemCount)
+	}
+	return list, nil
 }
 
 // Watch implements rest.Watcher; see memstore.Store.Watch for where a watch

@@ -30,6 +30,7 @@ func (r *Resource[T]) ConvertToTable(_ context.Context, object runtime.Object, t
 		}
 		t.ResourceVersion = l.GetResourceVersion()
 		t.Continue = l.GetContinue()
+		t.RemainingItemCount = l.GetRemainingItemCount()
 	}
 	if opts, ok := tableOptions.(*metav1.TableOptions); !ok || opts == nil || !opts.NoHeaders {
 		t.ColumnDefinitions = append([]metav1.TableColumnDefinition(nil), r.spec.Columns...)

@@ -1,25 +1,28 @@
 // Package memstore holds the current set of one computed resource in memory
-// and serves it to the API server: get, list and watch, with resource
-// versions, a bounded history for resuming watches, watch-list (initial
-// events followed by the initial-events-end bookmark) and the selector
-// transitions the watch cache of a kube-apiserver produces.
+// and serves it to the API server: get, list (in pages, with continue
+// tokens, each list from one state) and watch, with resource versions, a
+// bounded history for resuming watches, watch-list (initial events followed
+// by the initial-events-end bookmark) and the selector transitions the
+// watch cache of a kube-apiserver produces.
 //
-// The producer (the copy engine) computes the complete set and hands it to
-// Replace; the store works out what changed. Objects held by the store are
-// never modified after they are stored, and every object handed out (by Get,
-// List or to a watcher) is a deep copy of its own.
+// The producer (the copy engine) either hands the complete set to Replace,
+// and the store works out what changed, or hands the objects it changed to
+// Upsert and the keys of those it removed to Delete, which costs nothing for
+// the objects it did not touch. Objects held by the store are never
+// modified after they are stored, and every object handed out (by Get, List
+// or to a watcher) is a deep copy of its own.
 package memstore
 
 import (
-	"fmt"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
@@ -33,26 +36,32 @@ type Object interface {
 }
 
 const (
-	// DefaultHistorySize is how many recent events a store keeps so that a
-	// watch can resume from a resource version it has already seen.
+	// DefaultHistorySize is the fewest recent events a store keeps so that
+	// a watch can resume from a resource version it has already seen.
 	DefaultHistorySize = 1000
-	// DefaultWatchBufferSize is how many events may wait for one watcher
-	// before that watcher is closed as too slow.
+	// DefaultWatchBufferSize is the fewest events that may wait for one
+	// watcher before that watcher is closed as too slow.
 	DefaultWatchBufferSize = 256
+	// burstSlack is added to twice the number of objects to size the
+	// history and the watcher queues; see Store.
+	burstSlack = 1024
 )
 
 // Option configures a Store.
 type Option func(*config)
 
 type config struct {
-	historySize int
-	bufferSize  int
+	historySize int // < 0: grows with the number of objects
+	bufferSize  int // 0: grows with the number of objects
+	snapshots   int
+	snapshotTTL time.Duration
 	initialRV   uint64
 	now         func() time.Time
 }
 
-// WithHistorySize sets how many recent events are kept for watches that
-// resume from a resource version (at least 0; DefaultHistorySize if unset).
+// WithHistorySize fixes at n (at least 0) how many recent events are kept
+// for watches that resume from a resource version. Without it the history
+// grows with the number of objects; see Store.
 func WithHistorySize(n int) Option {
 	return func(c *config) {
 		if n >= 0 {
@@ -61,9 +70,9 @@ func WithHistorySize(n int) Option {
 	}
 }
 
-// WithWatchBufferSize sets how many events may queue up for one watcher,
-// beyond its initial events, before the watcher is closed (at least 1;
-// DefaultWatchBufferSize if unset).
+// WithWatchBufferSize fixes at n (at least 1) how many events may wait for
+// one watcher, beyond its initial events, before the watcher is closed.
+// Without it that limit grows with the number of objects; see Store.
 func WithWatchBufferSize(n int) Option {
 	return func(c *config) {
 		if n >= 1 {
@@ -92,17 +101,20 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-type key struct {
-	namespace, name string
+// Key identifies an object in a store: its namespace and name.
+type Key struct {
+	Namespace, Name string
 }
 
-func keyOf(o metav1.Object) key { return key{namespace: o.GetNamespace(), name: o.GetName()} }
+// KeyOf returns the key of o.
+func KeyOf(o metav1.Object) Key { return Key{Namespace: o.GetNamespace(), Name: o.GetName()} }
 
-func (k key) less(o key) bool {
-	if k.namespace != o.namespace {
-		return k.namespace < o.namespace
+// compareKeys orders keys by namespace, then name.
+func compareKeys(a, b Key) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
 	}
-	return k.name < o.name
+	return strings.Compare(a.Name, b.Name)
 }
 
 // event is one change, as recorded in the history.
@@ -117,43 +129,96 @@ type event[T Object] struct {
 
 // Store is a watchable in-memory set of computed objects of one resource,
 // across all namespaces. It is safe for concurrent use.
+//
+// One upstream change may change every object at once (a Secret copied to
+// 1,000 clusters by 10 HelmOps is 10,000 rows), so unless they are fixed
+// with WithHistorySize and WithWatchBufferSize, the history and the limit on
+// what may wait for one watcher both grow with the number of objects: they
+// hold max(DefaultHistorySize, 2p+1024) and max(DefaultWatchBufferSize,
+// 2p+1024) events, p being the most objects the store has held at once
+// (twice, because a Replace that swaps every object causes a Deleted and an
+// Added event for each; the peak, so that a burst of deletions does not
+// shrink the room it needs). A burst that touches every object therefore
+// neither closes a watcher that is reading nor pushes out of the history
+// the version a watcher that was cut off will resume from.
+//
+// What this costs: a history entry (40 bytes) and a waiting event (48
+// bytes) point at stored objects, which are never modified and so are
+// shared, not copied. Deep copies are made only when an event is put in a
+// watcher's result channel (at most DefaultWatchBufferSize per watcher, or
+// the fixed buffer size), and by Get and List for what they return. At
+// 10,000 objects the history is at most 21,024 entries (under 1 MB) and a
+// watcher's queue at most as many events again beyond its initial ones
+// (1 MB), plus the replaced object versions they keep alive: at most two
+// per history entry and one per waiting event, a few kilobytes each, and
+// the history already holds most of those a queue points at. The snapshots kept for paged lists (see
+// ListPage) cost 8 bytes per object each, plus the replaced object versions
+// they keep alive.
 type Store[T Object] struct {
-	historySize int
-	bufferSize  int
+	historySize int // < 0: grows with peak
+	bufferSize  int // 0: grows with peak
 	now         func() time.Time
 
 	mu   sync.RWMutex
 	rv   uint64
-	objs map[key]T
-	// history is a ring of the last len(history) events, oldest at hstart.
-	// Every event bumps rv by one, so the events held have the consecutive
-	// resource versions rv-hlen+1 .. rv.
+	objs map[Key]T
+	// peak is the most objects the store has held at once.
+	peak int
+	// history is a ring of the last hlen events, oldest at hstart; it grows
+	// up to historyLimitLocked. Every event bumps rv by one, so the events
+	// held have the consecutive resource versions rv-hlen+1 .. rv.
 	history  []event[T]
 	hstart   int
 	hlen     int
 	watchers map[*watcher[T]]struct{}
+
+	// order holds the keys of objs, sorted, as of the last snapshot;
+	// orderAdds, orderDels and orderRebuild say what changed since (see
+	// noteAddedLocked).
+	order        []Key
+	orderAdds    []Key
+	orderDels    int
+	orderRebuild bool
+	// curMu guards cur, the snapshot of the current state once built, and
+	// the updates of order made while s.mu is held for reading.
+	curMu sync.Mutex
+	cur   *snapshot[T]
+
+	// kept are the snapshots of paged lists, by resource version.
+	maxSnapshots int
+	snapshotTTL  time.Duration
+	snapMu       sync.Mutex
+	kept         map[uint64]keptSnapshot[T]
 }
 
 // New returns an empty store.
 func New[T Object](opts ...Option) *Store[T] {
 	c := config{
-		historySize: DefaultHistorySize,
-		bufferSize:  DefaultWatchBufferSize,
+		historySize: -1,
+		snapshots:   DefaultListSnapshots,
+		snapshotTTL: DefaultListSnapshotTTL,
 		initialRV:   uint64(time.Now().UnixMicro()),
 		now:         time.Now,
 	}
 	for _, o := range opts {
 		o(&c)
 	}
-	return &Store[T]{
+	s := &Store[T]{
 		historySize: c.historySize,
 		bufferSize:  c.bufferSize,
 		now:         c.now,
 		rv:          c.initialRV,
-		objs:        map[key]T{},
-		history:     make([]event[T], c.historySize),
+		objs:        map[Key]T{},
 		watchers:    map[*watcher[T]]struct{}{},
+
+		maxSnapshots: c.snapshots,
+		snapshotTTL:  c.snapshotTTL,
+		kept:         map[uint64]keptSnapshot[T]{},
 	}
+	if c.historySize >= 0 {
+		s.history = make([]event[T], c.historySize)
+	}
+	return s
 }
 
 // Replace sets the complete current set of objects, in all namespaces. It
@@ -169,17 +234,20 @@ func New[T Object](opts ...Option) *Store[T] {
 // objs must not hold nil pointers; if two have the same namespace/name the
 // last one wins. Replace neither keeps nor modifies objs or its elements.
 // It never waits for a watcher.
+//
+// Replace looks at every object the store holds; a producer that knows
+// which objects it changed should call Upsert and Delete instead.
 func (s *Store[T]) Replace(objs []T) {
-	next := make(map[key]T, len(objs))
+	next := make(map[Key]T, len(objs))
 	for _, o := range objs {
-		next[keyOf(o)] = o
+		next[KeyOf(o)] = o
 	}
 	now := metav1.NewTime(s.now()).Rfc3339Copy()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	keys := make([]key, 0, len(next)+len(s.objs))
+	keys := make([]Key, 0, len(next)+len(s.objs))
 	for k := range next {
 		keys = append(keys, k)
 	}
@@ -188,177 +256,142 @@ func (s *Store[T]) Replace(objs []T) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
+	slices.SortFunc(keys, compareKeys)
 
 	for _, k := range keys {
-		old, had := s.objs[k]
-		in, want := next[k]
-		switch {
-		case want && !had:
-			stored := in.DeepCopyObject().(T)
-			if ts := stored.GetCreationTimestamp(); ts.IsZero() {
-				stored.SetCreationTimestamp(now)
-			}
-			if stored.GetUID() == "" {
-				stored.SetUID(uuid.NewUUID())
-			}
-			s.rv++
-			stored.SetResourceVersion(formatRV(s.rv))
-			s.objs[k] = stored
-			s.emitLocked(event[T]{rv: s.rv, typ: watch.Added, obj: stored})
-		case want && had:
-			if equalIgnoringServerFields(old, in) {
-				continue
-			}
-			stored := in.DeepCopyObject().(T)
-			stored.SetCreationTimestamp(old.GetCreationTimestamp())
-			stored.SetUID(old.GetUID())
-			s.rv++
-			stored.SetResourceVersion(formatRV(s.rv))
-			s.objs[k] = stored
-			s.emitLocked(event[T]{rv: s.rv, typ: watch.Modified, obj: stored, prev: old})
-		case had:
-			s.rv++
-			delete(s.objs, k)
-			s.emitLocked(event[T]{rv: s.rv, typ: watch.Deleted, prev: old})
+		if in, ok := next[k]; ok {
+			s.putLocked(k, in, now)
+		} else {
+			s.deleteLocked(k)
 		}
 	}
 }
 
-// equalIgnoringServerFields reports whether a and b are semantically equal
-// once the fields the store assigns are cleared.
-func equalIgnoringServerFields[T Object](a, b T) bool {
-	ac, bc := a.DeepCopyObject().(T), b.DeepCopyObject().(T)
-	for _, o := range []T{ac, bc} {
-		o.SetResourceVersion("")
-		o.SetCreationTimestamp(metav1.Time{})
-		o.SetUID("")
+// Upsert stores each of objs, in the order given, as Replace does with one
+// object it is handed: an object that differs from the one held under its
+// namespace/name (ignoring resourceVersion, creationTimestamp and uid), or
+// that is new, gets the next resource version, its own deep copy in the
+// store and one event (Modified or Added); an object equal to the one held
+// changes nothing, costs no copy and sends no event. Objects the store holds
+// that are not in objs are left alone. It returns how many objects changed.
+//
+// All of objs are applied at once: a list or get sees either none or all of
+// them. objs must not hold nil pointers; if two have the same
+// namespace/name, both are applied in turn. Upsert neither keeps nor
+// modifies objs or its elements. It never waits for a watcher.
+func (s *Store[T]) Upsert(objs ...T) int {
+	if len(objs) == 0 {
+		return 0
 	}
-	return apiequality.Semantic.DeepEqual(ac, bc)
+	now := metav1.NewTime(s.now()).Rfc3339Copy()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := 0
+	for _, o := range objs {
+		if s.putLocked(KeyOf(o), o, now) {
+			changed++
+		}
+	}
+	return changed
+}
+
+// Delete removes the objects with the given keys, in the order given: each
+// one the store holds gets the next resource version and a Deleted event
+// holding its last state; keys the store does not hold are ignored. All of
+// keys are applied at once. It returns how many objects were removed and
+// never waits for a watcher.
+func (s *Store[T]) Delete(keys ...Key) int {
+	if len(keys) == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deleted := 0
+	for _, k := range keys {
+		if s.deleteLocked(k) {
+			deleted++
+		}
+	}
+	return deleted
+}
+
+// putLocked stores in under k unless the store holds an equal object, and
+// reports whether it did.
+func (s *Store[T]) putLocked(k Key, in T, now metav1.Time) bool {
+	old, had := s.objs[k]
+	if had && equalIgnoringServerFields(old, in) {
+		return false
+	}
+	stored := in.DeepCopyObject().(T)
+	typ := watch.Added
+	if had {
+		typ = watch.Modified
+		stored.SetCreationTimestamp(old.GetCreationTimestamp())
+		stored.SetUID(old.GetUID())
+	} else {
+		if ts := stored.GetCreationTimestamp(); ts.IsZero() {
+			stored.SetCreationTimestamp(now)
+		}
+		if stored.GetUID() == "" {
+			stored.SetUID(uuid.NewUUID())
+		}
+		s.noteAddedLocked(k)
+	}
+	s.rv++
+	stored.SetResourceVersion(formatRV(s.rv))
+	s.objs[k] = stored
+	s.peak = max(s.peak, len(s.objs))
+	s.emitLocked(event[T]{rv: s.rv, typ: typ, obj: stored, prev: old})
+	return true
+}
+
+// deleteLocked removes the object held under k, if any, and reports whether
+// there was one.
+func (s *Store[T]) deleteLocked(k Key) bool {
+	old, had := s.objs[k]
+	if !had {
+		return false
+	}
+	s.rv++
+	delete(s.objs, k)
+	s.orderDels++
+	s.emitLocked(event[T]{rv: s.rv, typ: watch.Deleted, prev: old})
+	return true
+}
+
+// semanticIgnoringServerFields is apimachinery's semantic equality, except
+// that the resourceVersion, creationTimestamp and uid of an ObjectMeta do
+// not count. The ObjectMeta values it compares are copies, so nothing is
+// modified; the computed types have no ObjectMeta besides their own.
+var semanticIgnoringServerFields = func() conversion.Equalities {
+	e := apiequality.Semantic.Copy()
+	if err := e.AddFunc(func(a, b metav1.ObjectMeta) bool {
+		a.ResourceVersion, b.ResourceVersion = "", ""
+		a.CreationTimestamp, b.CreationTimestamp = metav1.Time{}, metav1.Time{}
+		a.UID, b.UID = "", ""
+		return apiequality.Semantic.DeepEqual(a, b)
+	}); err != nil {
+		panic(err)
+	}
+	return e
+}()
+
+// equalIgnoringServerFields reports whether a and b are semantically equal
+// apart from the fields the store assigns, without copying either.
+func equalIgnoringServerFields[T Object](a, b T) bool {
+	return semanticIgnoringServerFields.DeepEqual(a, b)
 }
 
 // Get returns a deep copy of the object namespace/name, if the store holds it.
 func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	o, ok := s.objs[key{namespace: namespace, name: name}]
+	o, ok := s.objs[Key{Namespace: namespace, Name: name}]
 	if !ok {
 		var zero T
 		return zero, false
 	}
 	return o.DeepCopyObject().(T), true
-}
-
-// List returns deep copies of the objects in namespace (all namespaces when
-// empty) for which match returns true (all when match is nil), sorted by
-// namespace and name, and the store's current resource version.
-func (s *Store[T]) List(namespace string, match func(T) bool) (items []T, resourceVersion string) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return selectSorted(s.objs, namespace, match), formatRV(s.rv)
-}
-
-// ListExact is List as of resourceVersion: the state right after the change
-// that got that version, and that version in canonical form. It can go back as far as the history reaches; for a
-// version older than that, newer than the current one, or not a number it
-// returns 410 Gone (a client asking for an exact version then relists).
-func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bool) (items []T, normalizedResourceVersion string, err error) {
-	rv, err := strconv.ParseUint(resourceVersion, 10, 64)
-	if err != nil {
-		return nil, "", apierrors.NewBadRequest(fmt.Sprintf("invalid resource version %q: %v", resourceVersion, err))
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if err := s.checkHistoryLocked(rv); err != nil {
-		return nil, "", err
-	}
-	if rv == s.rv {
-		return selectSorted(s.objs, namespace, match), formatRV(rv), nil
-	}
-	// Undo the events after rv, newest first.
-	state := make(map[key]T, len(s.objs))
-	for k, o := range s.objs {
-		state[k] = o
-	}
-	for i := s.hlen - 1; i >= 0; i-- {
-		e := s.historyAt(i)
-		if e.rv <= rv {
-			break
-		}
-		switch e.typ {
-		case watch.Added:
-			delete(state, keyOf(e.obj))
-		case watch.Modified, watch.Deleted:
-			state[keyOf(e.prev)] = e.prev
-		}
-	}
-	return selectSorted(state, namespace, match), formatRV(rv), nil
-}
-
-func selectSorted[T Object](objs map[key]T, namespace string, match func(T) bool) []T {
-	keys := make([]key, 0, len(objs))
-	for k, o := range objs {
-		if namespace != "" && k.namespace != namespace {
-			continue
-		}
-		if match != nil && !match(o) {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].less(keys[j]) })
-	items := make([]T, 0, len(keys))
-	for _, k := range keys {
-		items = append(items, objs[k].DeepCopyObject().(T))
-	}
-	return items
-}
-
-// checkHistoryLocked returns 410 Gone unless the state at rv can be
-// reconstructed, that is unless every event after rv is still in the
-// history.
-func (s *Store[T]) checkHistoryLocked(rv uint64) error {
-	oldest := s.rv - uint64(s.hlen) // the oldest version we can start from
-	switch {
-	case rv > s.rv:
-		return apierrors.NewResourceExpired(fmt.Sprintf("resource version %d is newer than the current %d", rv, s.rv))
-	case rv < oldest:
-		return apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, oldest))
-	}
-	return nil
-}
-
-// historyAt returns the i-th oldest event held.
-func (s *Store[T]) historyAt(i int) event[T] {
-	return s.history[(s.hstart+i)%len(s.history)]
-}
-
-// emitLocked records e in the history and hands it to every watcher that is
-// interested, closing those whose buffer is full.
-func (s *Store[T]) emitLocked(e event[T]) {
-	if n := len(s.history); n > 0 {
-		if s.hlen < n {
-			s.history[(s.hstart+s.hlen)%n] = e
-			s.hlen++
-		} else {
-			s.history[s.hstart] = e
-			s.hstart = (s.hstart + 1) % n
-		}
-	}
-	for w := range s.watchers {
-		ev, ok := w.convert(e)
-		if !ok {
-			continue
-		}
-		select {
-		case w.result <- ev:
-		default:
-			// The watcher has fallen behind: close it rather than block
-			// everybody or silently lose the event. Its client watches
-			// again from the last resource version it saw.
-			s.closeWatcherLocked(w)
-		}
-	}
 }
 
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	apistorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
@@ -35,10 +37,16 @@ import (
 // as Deleted (its last matching state with the resource version of the
 // change), as the watch cache does. Every event holds a deep copy of its own.
 //
-// A watcher that does not keep up is closed: when more events are waiting
-// for it than the store's watch buffer holds, its result channel is closed
-// after the events already queued, and its client watches again. The watch
-// ends, and its result channel is closed, on Stop or when ctx is done.
+// Writers never wait for a watcher. Events go straight into the result
+// channel while it has room (so they can be read as soon as the write
+// returns); beyond that they wait in a queue of the watcher's own, which
+// holds pointers to stored objects and is copied into the channel as the
+// client reads. A watcher is closed as too slow only when more events wait
+// for it than the store's watch limit (see Store) beyond its initial events:
+// its result channel is closed once the events already waiting have been
+// delivered, and its client watches again from the last resource version it
+// saw. The watch ends, and its result channel is closed, on Stop or when ctx
+// is done.
 func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bool, opts *metainternalversion.ListOptions, newEmpty func() T) (watch.Interface, error) {
 	if opts == nil {
 		opts = &metainternalversion.ListOptions{}
@@ -61,20 +69,23 @@ func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bo
 		store:     s,
 		namespace: namespace,
 		match:     match,
+		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	var pre []watch.Event
+	var pre []pendingEvent[T]
 	switch {
 	case sendInitial, opts.SendInitialEvents == nil && from == 0:
 		if from > s.rv {
 			return nil, apierrors.NewResourceExpired(fmt.Sprintf("resource version %d is newer than the current %d", from, s.rv))
 		}
-		for _, o := range selectSorted(s.objs, namespace, match) {
-			pre = append(pre, watch.Event{Type: watch.Added, Object: o})
+		for _, o := range s.currentLocked().items {
+			if w.matches(o) {
+				pre = append(pre, pendingEvent[T]{typ: watch.Added, obj: o})
+			}
 		}
 		if wantBookmark {
 			bm := newEmpty()
@@ -82,7 +93,7 @@ func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bo
 			if err := apistorage.AnnotateInitialEventsEndBookmark(bm); err != nil {
 				return nil, apierrors.NewInternalError(err)
 			}
-			pre = append(pre, watch.Event{Type: watch.Bookmark, Object: bm})
+			pre = append(pre, pendingEvent[T]{typ: watch.Bookmark, own: bm})
 		}
 	case from == 0:
 		// sendInitialEvents=false with resourceVersion "" or "0": from now.
@@ -95,38 +106,101 @@ func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bo
 			if e.rv <= from {
 				continue
 			}
-			if ev, ok := w.convert(e); ok {
-				pre = append(pre, ev)
+			if p, ok := w.convert(e); ok {
+				pre = append(pre, p)
 			}
 		}
 	}
 
-	w.result = make(chan watch.Event, len(pre)+s.bufferSize)
-	for _, ev := range pre {
-		w.result <- ev
+	w.initial = len(pre)
+	if s.bufferSize > 0 {
+		// A fixed limit: the channel holds everything that may wait, as
+		// it always did, and the queue stays empty.
+		w.result = make(chan watch.Event, len(pre)+s.bufferSize)
+	} else {
+		w.result = make(chan watch.Event, DefaultWatchBufferSize)
+	}
+	for _, p := range pre {
+		w.put(p)
 	}
 	s.watchers[w] = struct{}{}
-
-	if done := ctx.Done(); done != nil {
-		go func() {
-			select {
-			case <-done:
-				w.Stop()
-			case <-w.done:
-			}
-		}()
-	}
+	go w.run(ctx.Done())
 	return w, nil
 }
 
-// watcher is one watch on a Store. Its result channel is written and closed
-// only with the store's lock held.
+// emitLocked records e in the history and hands it to every watcher that is
+// interested, closing those that have fallen too far behind.
+func (s *Store[T]) emitLocked(e event[T]) {
+	s.recordLocked(e)
+	limit := s.watchLimitLocked()
+	for w := range s.watchers {
+		p, ok := w.convert(e)
+		if !ok {
+			continue
+		}
+		if !w.offer(p, limit) {
+			// Close it rather than block everybody, grow without bound or
+			// silently lose the event. Its client watches again from the
+			// last resource version it saw.
+			klog.V(2).InfoS("Closing a watch that does not keep up", "namespace", w.namespace, "resourceVersion", s.rv, "waiting", w.initial+limit)
+			delete(s.watchers, w)
+			w.finish()
+		}
+	}
+}
+
+// pendingEvent is an event waiting for one watcher. It points at a stored
+// object, which is never modified, and is copied only when it is sent.
+type pendingEvent[T Object] struct {
+	typ watch.EventType
+	obj T
+	// deletedRV, when not zero, is the resource version the copy of obj gets
+	// (a Deleted event carries the last state with the deletion's version).
+	deletedRV uint64
+	// own, when set, is sent instead of a copy of obj: an object made for
+	// this watcher alone (the initial-events-end bookmark).
+	own runtime.Object
+}
+
+func (p pendingEvent[T]) event() watch.Event {
+	if p.own != nil {
+		return watch.Event{Type: p.typ, Object: p.own}
+	}
+	c := p.obj.DeepCopyObject().(T)
+	if p.deletedRV != 0 {
+		c.SetResourceVersion(formatRV(p.deletedRV))
+	}
+	return watch.Event{Type: p.typ, Object: c}
+}
+
+// watcher is one watch on a Store. Events reach its result channel either
+// directly from the writer (under the store's lock, while nothing is queued
+// and the channel has room) or through its queue and its run goroutine,
+// which alone closes the channel. A writer sends directly only when the
+// queue is empty, and run removes an event from the queue only after it has
+// sent it, so the two never send at the same time and order is kept.
 type watcher[T Object] struct {
 	store     *Store[T]
 	namespace string
 	match     func(T) bool
-	result    chan watch.Event
-	done      chan struct{}
+	// initial is the number of initial events, which do not count against
+	// the store's watch limit.
+	initial int
+	result  chan watch.Event
+	wake    chan struct{} // run looks at the queue again
+	done    chan struct{} // closed by Stop
+	stop    sync.Once
+
+	mu sync.Mutex
+	// queue[head:] are the events waiting for room in the channel, oldest
+	// first.
+	queue []pendingEvent[T]
+	head  int
+	// finishing: no more events will come; close the channel once the
+	// queue is empty.
+	finishing bool
+	// closed: the result channel is closed.
+	closed bool
 }
 
 var _ watch.Interface = &watcher[Object]{}
@@ -134,27 +208,126 @@ var _ watch.Interface = &watcher[Object]{}
 // ResultChan implements watch.Interface.
 func (w *watcher[T]) ResultChan() <-chan watch.Event { return w.result }
 
-// Stop implements watch.Interface. It closes the result channel; calling it
-// more than once is harmless.
+// Stop implements watch.Interface. The result channel is closed soon after,
+// and events still waiting are dropped; calling Stop more than once is
+// harmless.
 func (w *watcher[T]) Stop() {
 	w.store.mu.Lock()
-	defer w.store.mu.Unlock()
-	w.store.closeWatcherLocked(w)
+	delete(w.store.watchers, w)
+	w.store.mu.Unlock()
+	w.stop.Do(func() { close(w.done) })
 }
 
-func (s *Store[T]) closeWatcherLocked(w *watcher[T]) {
-	if _, ok := s.watchers[w]; !ok {
+// put queues p during Watch, before anyone else can see w.
+func (w *watcher[T]) put(p pendingEvent[T]) {
+	if w.head == len(w.queue) && len(w.result) < cap(w.result) {
+		w.result <- p.event()
 		return
 	}
-	delete(s.watchers, w)
-	close(w.result)
-	close(w.done)
+	w.queue = append(w.queue, p)
 }
 
-// stopSlowWatcherLocked closes w because its buffer is full.
-func (s *Store[T]) stopSlowWatcherLocked(w *watcher[T]) {
-	klog.V(2).InfoS("Closing a watch that does not keep up", "namespace", w.namespace, "resourceVersion", s.rv, "buffer", cap(w.result))
-	s.closeWatcherLocked(w)
+// offer hands p to w, and reports false, leaving w unchanged, when more than
+// limit events beyond its initial ones would be waiting.
+func (w *watcher[T]) offer(p pendingEvent[T], limit int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.finishing {
+		return true
+	}
+	waiting := len(w.queue) - w.head
+	if waiting == 0 && len(w.result) < cap(w.result) {
+		// run is not sending (it sends only while the queue is not
+		// empty), so this does not block.
+		w.result <- p.event()
+		return true
+	}
+	if len(w.result)+waiting >= w.initial+limit {
+		return false
+	}
+	w.queue = append(w.queue, p)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// finish makes run close the result channel once what is waiting has been
+// sent.
+func (w *watcher[T]) finish() {
+	w.mu.Lock()
+	w.finishing = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run moves queued events into the result channel, copying each on the way,
+// until the watch is stopped, ctx is done or, once finishing, the queue is
+// empty; then it closes the channel.
+func (w *watcher[T]) run(ctxDone <-chan struct{}) {
+	defer func() {
+		w.mu.Lock()
+		w.closed = true
+		w.queue, w.head = nil, 0
+		close(w.result)
+		w.mu.Unlock()
+	}()
+	for {
+		w.mu.Lock()
+		if w.head == len(w.queue) {
+			finishing := w.finishing
+			w.mu.Unlock()
+			if finishing {
+				return
+			}
+			select {
+			case <-w.wake:
+				continue
+			case <-w.done:
+				return
+			case <-ctxDone:
+				w.Stop()
+				return
+			}
+		}
+		p := w.queue[w.head]
+		w.mu.Unlock()
+		select {
+		case w.result <- p.event():
+		case <-w.done:
+			return
+		case <-ctxDone:
+			w.Stop()
+			return
+		}
+		w.mu.Lock()
+		w.popLocked()
+		w.mu.Unlock()
+	}
+}
+
+// popLocked drops the oldest queued event, and the queue's memory once it
+// is empty or mostly consumed.
+func (w *watcher[T]) popLocked() {
+	w.queue[w.head] = pendingEvent[T]{}
+	w.head++
+	switch {
+	case w.head == len(w.queue):
+		if cap(w.queue) > 4*DefaultWatchBufferSize {
+			w.queue = nil
+		} else {
+			w.queue = w.queue[:0]
+		}
+		w.head = 0
+	case w.head >= DefaultWatchBufferSize && 2*w.head >= len(w.queue):
+		n := copy(w.queue, w.queue[w.head:])
+		clear(w.queue[n:])
+		w.queue, w.head = w.queue[:n], 0
+	}
 }
 
 func (w *watcher[T]) matches(o T) bool {
@@ -167,18 +340,16 @@ func (w *watcher[T]) matches(o T) bool {
 // convert turns a stored event into the event this watcher should see, if
 // any: Added for an object that starts to match, Modified for one that still
 // matches, Deleted for one that stops matching or is gone.
-func (w *watcher[T]) convert(e event[T]) (watch.Event, bool) {
+func (w *watcher[T]) convert(e event[T]) (pendingEvent[T], bool) {
 	cur := e.typ != watch.Deleted && w.matches(e.obj)
 	prev := e.typ != watch.Added && w.matches(e.prev)
 	switch {
 	case cur && !prev:
-		return watch.Event{Type: watch.Added, Object: e.obj.DeepCopyObject()}, true
+		return pendingEvent[T]{typ: watch.Added, obj: e.obj}, true
 	case cur && prev:
-		return watch.Event{Type: watch.Modified, Object: e.obj.DeepCopyObject()}, true
+		return pendingEvent[T]{typ: watch.Modified, obj: e.obj}, true
 	case prev:
-		gone := e.prev.DeepCopyObject().(T)
-		gone.SetResourceVersion(formatRV(e.rv))
-		return watch.Event{Type: watch.Deleted, Object: gone}, true
+		return pendingEvent[T]{typ: watch.Deleted, obj: e.prev, deletedRV: e.rv}, true
 	}
-	return watch.Event{}, false
+	return pendingEvent[T]{}, false
 }

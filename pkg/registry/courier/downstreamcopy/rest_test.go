@@ -104,7 +104,7 @@ func TestList(t *testing.T) {
 			want: []string{"fleet-default/other.c1.secret.s1"},
 		},
 		{name: "unsupported field", options: fieldOpts(t, "spec.serviceAccount=x"), wantErr: apierrors.IsBadRequest},
-		{name: "limit and continue are ignored", options: &metainternalversion.ListOptions{Limit: 1, Continue: "whatever"}, want: all},
+		{name: "a continue token that cannot be read", options: &metainternalversion.ListOptions{Limit: 1, Continue: "whatever"}, wantErr: apierrors.IsBadRequest},
 	}
 	for _, tc := range tcs {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +136,54 @@ func TestList(t *testing.T) {
 				if it.ResourceVersion == "" || it.UID == "" {
 					t.Errorf("%s/%s has resourceVersion %q, uid %q", it.Namespace, it.Name, it.ResourceVersion, it.UID)
 				}
+			}
+		})
+	}
+}
+
+func TestListPages(t *testing.T) {
+	tcs := []struct {
+		name    string
+		options metainternalversion.ListOptions
+		want    [][]string
+	}{
+		{
+			name:    "limit 3",
+			options: metainternalversion.ListOptions{Limit: 3},
+			want:    [][]string{{"fleet-default/app.c1.secret.s1", "fleet-default/app.c2.configmap.cm1", "fleet-default/other.c1.secret.s1"}, {"ws2/app.c1.secret.s2"}},
+		},
+		{
+			name:    "limit 1 with a field selector",
+			options: *fieldOpts(t, "spec.helmOp=app"),
+			want:    [][]string{{"fleet-default/app.c1.secret.s1"}, {"fleet-default/app.c2.configmap.cm1"}, {"ws2/app.c1.secret.s2"}},
+		},
+	}
+	tcs[1].options.Limit = 1
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			r, store := newTestREST(t)
+			_, rv := store.List("", nil)
+			opts := tc.options
+			var got [][]string
+			for {
+				obj, err := r.List(ctxIn(""), &opts)
+				if err != nil {
+					t.Fatalf("page %d: %v", len(got)+1, err)
+				}
+				list := obj.(*courier.DownstreamCopyList)
+				got = append(got, names(list.Items))
+				if list.ResourceVersion != rv {
+					t.Errorf("page %d: resourceVersion %s, want %s", len(got), list.ResourceVersion, rv)
+				}
+				// A change between pages does not show.
+				store.Replace(fixtures()[:1])
+				if list.Continue == "" || len(got) > len(tc.want) {
+					break
+				}
+				opts.Continue = list.Continue
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("pages = %v, want %v", got, tc.want)
 			}
 		})
 	}
