@@ -44,6 +44,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		// longer reach it to remove copies.
 		e.cfg.Downstream.Forget(key)
 		e.forgetEchoes(key)
+		e.forgetIdentities(key)
 		clusterReachable.DeleteLabelValues(key)
 		if e.setLeftovers(key, nil) {
 			e.cfg.OnStatusChange()

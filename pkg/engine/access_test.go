@@ -1,0 +1,339 @@
+package engine
+
+// What the engine keeps per downstream cluster for writing as a
+// ServiceAccount (issue 11): the impersonating clientsets and whether the
+// fallback ServiceAccount exists. Several fake clusters, each behind its own downstream.Client; the
+// impersonating clientsets the engine builds are fakes over the cluster's
+// store that answer access reviews from, and refuse writes outside of, a
+// per-cluster list of rights.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/downstream"
+	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+)
+
+const (
+	fallbackUser = "system:serviceaccount:cattle-fleet-system:fleet-default"
+	deployerUser = "system:serviceaccount:cattle-fleet-system:deployer"
+	helperUser   = "system:serviceaccount:cattle-fleet-system:helper"
+)
+
+// clusterSet is a Downstream over several clusters: it hands out whatever
+// client a test put under the cluster's key.
+type clusterSet map[string]*downstream.Client
+
+func (s clusterSet) Get(_ context.Context, c *fleet.Cluster) (*downstream.Client, error) {
+	if cl, ok := s[c.Namespace+"/"+c.Name]; ok {
+		return cl, nil
+	}
+	return nil, fmt.Errorf("no client for cluster %s/%s", c.Namespace, c.Name)
+}
+
+func (s clusterSet) Forget(string) {}
+
+// listed is one HelmOp's copy of a source, as a row in some clusters.
+type listed struct {
+	op       types.NamespacedName
+	kind     string // Secret (db) or ConfigMap (settings)
+	sa       string
+	clusters []string
+}
+
+// identityWorld is the engine with several downstream clusters.
+type identityWorld struct {
+	t        *testing.T
+	env      *testEnv
+	clusters clusterSet
+	lister   cache.Indexer // the Fleet Clusters
+	down     map[string]*fakeCluster
+	copies   []listed
+	now      time.Time
+	// rights says what a user may do in a cluster, by "<cluster> <user>",
+	// as "<verb> <resource> <namespace-or-name>".
+	rights map[string][]string
+	// builds counts the impersonating clientsets built; asked and wrote
+	// are the access reviews and the writes they made since the last take,
+	// as "<cluster>#<build> <ServiceAccount> <verb> <resource> <where>".
+	builds int
+	asked  []string
+	wrote  []string
+}
+
+// newIdentityWorld starts an engine over clusters with the given names,
+// each holding the target namespace and the fallback ServiceAccount.
+func newIdentityWorld(t *testing.T, names ...string) *identityWorld {
+	env := newEnv(t, nil, srcSecret("db", "1"), srcConfigMap("settings", "1"))
+	w := &identityWorld{t: t, env: env, clusters: clusterSet{}, lister: newIndexer(), down: map[string]*fakeCluster{},
+		now: fixedNow, rights: map[string][]string{}}
+	for _, n := range names {
+		w.down[n] = newFakeCluster(true, targetNamespace,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "cattle-fleet-system", Name: FallbackServiceAccount}})
+		w.clusters[fleetNS+"/"+n] = w.client(n)
+		_ = w.lister.Add(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: n}})
+	}
+	env.e.cfg.Downstream = w.clusters
+	env.e.cfg.Clusters = fleetlisters.NewClusterLister(w.lister)
+	env.e.now = func() time.Time { return w.now }
+	env.e.impersonate.newClient = w.build
+	return w
+}
+
+// client is a new downstream.Client for the named cluster, as the
+// downstream cache builds one (again, when the kubeconfig changed).
+func (w *identityWorld) client(name string) *downstream.Client {
+	cl := w.down[name].client()
+	cl.Key = fleetNS + "/" + name
+	cl.Config = &rest.Config{Host: "https://" + name + ".example"}
+	return cl
+}
+
+func (w *identityWorld) grant(cluster, user string, rights ...string) {
+	w.rights[cluster+" "+user] = rights
+}
+
+func (w *identityWorld) may(cluster, user, right string) bool {
+	for _, r := range w.rights[cluster+" "+user] {
+		if r == right {
+			return true
+		}
+	}
+	return false
+}
+
+// build is the engine's newClient: a fake impersonating clientset over the
+// cluster the config reaches.
+func (w *identityWorld) build(cfg *rest.Config) (kubernetes.Interface, error) {
+	cluster := strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), ".example")
+	down, ok := w.down[cluster]
+	if !ok {
+		return nil, fmt.Errorf("no cluster at %s", cfg.Host)
+	}
+	user := cfg.Impersonate.UserName
+	w.builds++
+	who := fmt.Sprintf("%s#%d %s", cluster, w.builds, user[strings.LastIndex(user, ":")+1:])
+	cs := &fake.Clientset{}
+	cs.AddReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		ra := r.Spec.ResourceAttributes
+		right := ra.Verb + " " + ra.Resource + " " + ra.Namespace + ra.Name
+		w.asked = append(w.asked, who+" "+right)
+		r.Status.Allowed = w.may(cluster, user, right)
+		return true, r, nil
+	})
+	cs.AddReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		verb, res := a.GetVerb(), a.GetResource().Resource
+		if verb != "create" && verb != "update" && verb != "delete" {
+			return false, nil, nil
+		}
+		var name string
+		if o, ok := a.(k8stesting.CreateAction); ok {
+			m, _ := meta.Accessor(o.GetObject())
+			name = m.GetName()
+		}
+		where := a.GetNamespace()
+		if res == "namespaces" {
+			where = name
+		}
+		if !w.may(cluster, user, verb+" "+res+" "+where) {
+			w.wrote = append(w.wrote, who+" "+verb+" "+res+" "+where+" (refused)")
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: res}, name, errors.New("RBAC: access denied"))
+		}
+		w.wrote = append(w.wrote, who+" "+verb+" "+res+" "+where)
+		return false, nil, nil
+	})
+	cs.AddReactor("*", "*", k8stesting.ObjectReaction(down.kube.Tracker()))
+	return cs, nil
+}
+
+// pass sets every source to resourceVersion rv, so each copy needs a
+// write, and reconciles one cluster.
+func (w *identityWorld) pass(cluster, rv string) {
+	w.t.Helper()
+	ctx := context.Background()
+	db, settings := srcSecret("db", rv), srcConfigMap("settings", rv)
+	if _, err := w.env.upstream.CoreV1().Secrets(fleetNS).Update(ctx, db, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.env.upstream.CoreV1().ConfigMaps(fleetNS).Update(ctx, settings, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	var rows []*courier.DownstreamCopy
+	for _, l := range w.copies {
+		name := map[string]string{"Secret": "db", "ConfigMap": "settings"}[l.kind]
+		for _, c := range l.clusters {
+			r := rowFor(l.op.Name, c, l.kind, name, rv, courier.CopyPhasePending)
+			r.Spec.ServiceAccount = l.sa
+			rows = append(rows, r)
+		}
+	}
+	w.env.e.SetDesired(rows)
+	drain(w.env.e.queue)
+	_ = w.env.e.reconcileCluster(w.env.ctx, fleetNS+"/"+cluster) // Forbidden rows retry: checked by the caller
+}
+
+// status is the recorded status of a HelmOp's copy in a cluster.
+func (w *identityWorld) status(op types.NamespacedName, cluster, kind string) courier.CopyPhase {
+	w.t.Helper()
+	name := map[string]string{"Secret": "db", "ConfigMap": "settings"}[kind]
+	st, ok := w.env.e.Status(fleetNS + "/" + rowFor(op.Name, cluster, kind, name, "", "").Name)
+	if !ok {
+		w.t.Fatalf("no status for %s's %s in %s", op.Name, kind, cluster)
+	}
+	return st.Phase
+}
+
+// take returns the access reviews and the writes since the last call.
+func (w *identityWorld) take() (asked, wrote []string) {
+	asked, wrote = w.asked, w.wrote
+	w.asked, w.wrote = nil, nil
+	return asked, wrote
+}
+
+// expect checks one pass's access reviews and writes.
+func (w *identityWorld) expect(step string, asked, wrote []string) {
+	w.t.Helper()
+	gotAsked, gotWrote := w.take()
+	checkActions(w.t, step+": access reviews", gotAsked, asked)
+	checkActions(w.t, step+": writes", gotWrote, wrote)
+}
+
+// saLookups counts the fallback ServiceAccount lookups made in a cluster.
+func (w *identityWorld) saLookups(cluster string) int {
+	n := 0
+	for _, a := range actionStrings(w.down[cluster].kube.Actions()) {
+		if a == saLookup {
+			n++
+		}
+	}
+	return n
+}
+
+// Two Clusters whose copies are written as the same fallback ServiceAccount
+// each keep their impersonating client: alternating writes build one
+// client per cluster, not one per write.
+func TestSharedServiceAccountClientsPerCluster(t *testing.T) {
+	w := newIdentityWorld(t, "c1", "c2")
+	w.copies = []listed{{op: appOp, kind: "Secret", clusters: []string{"c1", "c2"}}}
+	for _, c := range []string{"c1", "c2"} {
+		w.grant(c, fallbackUser, "create secrets apps", "update secrets apps")
+	}
+
+	w.pass("c1", "1")
+	w.expect("c1 first write", []string{"c1#1 fleet-default create secrets apps"}, []string{"c1#1 fleet-default create secrets apps"})
+	w.pass("c2", "2")
+	w.expect("c2 first write", []string{"c2#2 fleet-default create secrets apps"}, []string{"c2#2 fleet-default create secrets apps"})
+	for i := 3; i <= 8; i++ {
+		c := []string{"c1", "c2"}[i%2]
+		w.pass(c, strconv.Itoa(i))
+		build := map[string]string{"c1": "#1", "c2": "#2"}[c]
+		// Every pass writes, through the cluster's first client.
+		_, wrote := w.take()
+		checkActions(t, "write "+strconv.Itoa(i), wrote, []string{c + build + " fleet-default update secrets apps"})
+		if st := w.status(appOp, c, "Secret"); st != courier.CopyPhaseSynced {
+			t.Errorf("write %d in %s: phase %s, want Synced", i, c, st)
+		}
+	}
+	if w.builds != 2 {
+		t.Errorf("impersonating clients built for 8 alternating writes in 2 clusters = %d, want 2", w.builds)
+	}
+	// The fallback ServiceAccount was looked up once per cluster, too.
+	for _, c := range []string{"c1", "c2"} {
+		if n := w.saLookups(c); n != 1 {
+			t.Errorf("fallback ServiceAccount lookups in %s = %d, want 1", c, n)
+		}
+	}
+}
+
+// A rebuilt downstream client (new kubeconfig) replaces that cluster's
+// impersonating client and fallback answer, and no other cluster's.
+func TestRebuiltClusterClientReplacesOnlyItsIdentities(t *testing.T) {
+	w := newIdentityWorld(t, "c1", "c2")
+	w.copies = []listed{{op: appOp, kind: "Secret", clusters: []string{"c1", "c2"}}}
+	for _, c := range []string{"c1", "c2"} {
+		w.grant(c, fallbackUser, "create secrets apps", "update secrets apps")
+	}
+	w.pass("c1", "1")
+	w.pass("c1", "2")
+	w.pass("c2", "2")
+	w.pass("c2", "3")
+	w.take()
+
+	w.clusters[fleetNS+"/c1"] = w.client("c1") // the downstream cache rebuilt c1's client
+	w.pass("c1", "4")
+	// Positive control: c1 builds a new client (#3) and looks the fallback
+	// ServiceAccount up again.
+	w.expect("c1 after its client was rebuilt", []string{"c1#3 fleet-default update secrets apps"}, []string{"c1#3 fleet-default update secrets apps"})
+	if n := w.saLookups("c1"); n != 2 {
+		t.Errorf("fallback ServiceAccount lookups in c1 after its client was rebuilt = %d, want 2", n)
+	}
+	w.pass("c2", "5")
+	// c2 keeps its client (#2) and its fallback answer.
+	w.expect("c2 after c1's client was rebuilt", []string{"c2#2 fleet-default update secrets apps"}, []string{"c2#2 fleet-default update secrets apps"})
+	if n := w.saLookups("c2"); n != 1 {
+		t.Errorf("fallback ServiceAccount lookups in c2 = %d, want 1", n)
+	}
+	w.pass("c1", "6")
+	// c1 writes through its new client, never the one of its old client.
+	w.expect("c1 again", []string{"c1#3 fleet-default update secrets apps"}, []string{"c1#3 fleet-default update secrets apps"})
+	if w.builds != 3 {
+		t.Errorf("impersonating clients built = %d, want 3", w.builds)
+	}
+}
+
+// A Cluster that is deleted loses what was kept for it: were it created
+// again with the same name, and even the same client, its identities are
+// looked up and built anew. Other clusters keep theirs.
+func TestForgottenClusterDropsItsIdentities(t *testing.T) {
+	w := newIdentityWorld(t, "c1", "c2")
+	w.copies = []listed{{op: appOp, kind: "Secret", clusters: []string{"c1", "c2"}}}
+	for _, c := range []string{"c1", "c2"} {
+		w.grant(c, fallbackUser, "create secrets apps", "update secrets apps")
+	}
+	w.pass("c1", "1")
+	w.pass("c1", "2")
+	w.pass("c2", "2")
+	w.pass("c2", "3")
+	w.take()
+
+	c1, _, _ := w.lister.GetByKey(fleetNS + "/c1")
+	_ = w.lister.Delete(c1)
+	if err := w.env.e.reconcileCluster(w.env.ctx, fleetNS+"/c1"); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.lister.Add(c1) // the same Cluster again; clusterSet hands out the same client
+
+	w.pass("c1", "4")
+	w.expect("c1 created again", []string{"c1#3 fleet-default update secrets apps"}, []string{"c1#3 fleet-default update secrets apps"})
+	if n := w.saLookups("c1"); n != 2 {
+		t.Errorf("fallback ServiceAccount lookups in c1 = %d, want 2", n)
+	}
+	w.pass("c2", "5")
+	w.expect("c2", []string{"c2#2 fleet-default update secrets apps"}, []string{"c2#2 fleet-default update secrets apps"})
+	if n := w.saLookups("c2"); n != 1 {
+		t.Errorf("fallback ServiceAccount lookups in c2 = %d, want 1", n)
+	}
+}
