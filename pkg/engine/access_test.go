@@ -1,8 +1,9 @@
 package engine
 
 // What the engine keeps per downstream cluster for writing as a
-// ServiceAccount (issue 11): the impersonating clientsets and whether the
-// fallback ServiceAccount exists. Several fake clusters, each behind its own downstream.Client; the
+// ServiceAccount (issue 11): the impersonating clientsets, the "allowed"
+// answers of access reviews, and whether the fallback ServiceAccount
+// exists. Several fake clusters, each behind its own downstream.Client; the
 // impersonating clientsets the engine builds are fakes over the cluster's
 // store that answer access reviews from, and refuse writes outside of, a
 // per-cluster list of rights.
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -269,7 +271,8 @@ func TestSharedServiceAccountClientsPerCluster(t *testing.T) {
 }
 
 // A rebuilt downstream client (new kubeconfig) replaces that cluster's
-// impersonating client and fallback answer, and no other cluster's.
+// impersonating client, access answers and fallback answer, and no other
+// cluster's.
 func TestRebuiltClusterClientReplacesOnlyItsIdentities(t *testing.T) {
 	w := newIdentityWorld(t, "c1", "c2")
 	w.copies = []listed{{op: appOp, kind: "Secret", clusters: []string{"c1", "c2"}}}
@@ -284,21 +287,23 @@ func TestRebuiltClusterClientReplacesOnlyItsIdentities(t *testing.T) {
 
 	w.clusters[fleetNS+"/c1"] = w.client("c1") // the downstream cache rebuilt c1's client
 	w.pass("c1", "4")
-	// Positive control: c1 builds a new client (#3) and looks the fallback
-	// ServiceAccount up again.
+	// Positive control: c1 builds a new client (#3), looks the fallback
+	// ServiceAccount up again and asks again for "update", which its old
+	// client had been allowed.
 	w.expect("c1 after its client was rebuilt", []string{"c1#3 fleet-default update secrets apps"}, []string{"c1#3 fleet-default update secrets apps"})
 	if n := w.saLookups("c1"); n != 2 {
 		t.Errorf("fallback ServiceAccount lookups in c1 after its client was rebuilt = %d, want 2", n)
 	}
 	w.pass("c2", "5")
-	// c2 keeps its client (#2) and its fallback answer.
-	w.expect("c2 after c1's client was rebuilt", []string{"c2#2 fleet-default update secrets apps"}, []string{"c2#2 fleet-default update secrets apps"})
+	// c2 keeps its client (#2), its fallback answer and its allowed "update".
+	w.expect("c2 after c1's client was rebuilt", nil, []string{"c2#2 fleet-default update secrets apps"})
 	if n := w.saLookups("c2"); n != 1 {
 		t.Errorf("fallback ServiceAccount lookups in c2 = %d, want 1", n)
 	}
 	w.pass("c1", "6")
-	// c1 writes through its new client, never the one of its old client.
-	w.expect("c1 again", []string{"c1#3 fleet-default update secrets apps"}, []string{"c1#3 fleet-default update secrets apps"})
+	// c1 writes through its new client, never the one of its old client,
+	// and reuses the answer that client was given.
+	w.expect("c1 again", nil, []string{"c1#3 fleet-default update secrets apps"})
 	if w.builds != 3 {
 		t.Errorf("impersonating clients built = %d, want 3", w.builds)
 	}
@@ -306,7 +311,7 @@ func TestRebuiltClusterClientReplacesOnlyItsIdentities(t *testing.T) {
 
 // A Cluster that is deleted loses what was kept for it: were it created
 // again with the same name, and even the same client, its identities are
-// looked up and built anew. Other clusters keep theirs.
+// looked up, built and asked anew. Other clusters keep theirs.
 func TestForgottenClusterDropsItsIdentities(t *testing.T) {
 	w := newIdentityWorld(t, "c1", "c2")
 	w.copies = []listed{{op: appOp, kind: "Secret", clusters: []string{"c1", "c2"}}}
@@ -332,8 +337,138 @@ func TestForgottenClusterDropsItsIdentities(t *testing.T) {
 		t.Errorf("fallback ServiceAccount lookups in c1 = %d, want 2", n)
 	}
 	w.pass("c2", "5")
-	w.expect("c2", []string{"c2#2 fleet-default update secrets apps"}, []string{"c2#2 fleet-default update secrets apps"})
+	w.expect("c2", nil, []string{"c2#2 fleet-default update secrets apps"})
 	if n := w.saLookups("c2"); n != 1 {
 		t.Errorf("fallback ServiceAccount lookups in c2 = %d, want 1", n)
+	}
+}
+
+// Access reviews: an "allowed" answer is reused for accessTTL, then asked
+// again; a denial is asked again on every retry, so a right granted later
+// is noticed at the next one; a write the cluster refuses drops the
+// identity's cached answers, and only that identity's.
+func TestAccessAnswers(t *testing.T) {
+	w := newIdentityWorld(t, "c1", "c2")
+	deployer := "cattle-fleet-system/deployer"
+	w.copies = []listed{
+		{op: appOp, kind: "Secret", sa: deployer, clusters: []string{"c1", "c2"}},
+		{op: otherOp, kind: "ConfigMap", sa: "cattle-fleet-system/helper", clusters: []string{"c1"}},
+	}
+	w.grant("c1", deployerUser, "create secrets apps", "update secrets apps")
+	w.grant("c2", deployerUser, "create secrets apps", "update secrets apps")
+	w.grant("c1", helperUser, "create configmaps apps", "update configmaps apps")
+	t0 := w.now
+
+	w.pass("c1", "1")
+	w.expect("c1 create", []string{"c1#1 deployer create secrets apps", "c1#2 helper create configmaps apps"},
+		[]string{"c1#1 deployer create secrets apps", "c1#2 helper create configmaps apps"})
+	w.pass("c1", "2")
+	w.expect("c1 first update", []string{"c1#1 deployer update secrets apps", "c1#2 helper update configmaps apps"},
+		[]string{"c1#1 deployer update secrets apps", "c1#2 helper update configmaps apps"})
+	w.now = t0.Add(accessTTL - time.Second)
+	w.pass("c1", "3")
+	w.expect("c1 update within the TTL", nil,
+		[]string{"c1#1 deployer update secrets apps", "c1#2 helper update configmaps apps"})
+	w.now = t0.Add(accessTTL + time.Second)
+	w.pass("c1", "4")
+	w.expect("c1 update after the TTL", []string{"c1#1 deployer update secrets apps", "c1#2 helper update configmaps apps"},
+		[]string{"c1#1 deployer update secrets apps", "c1#2 helper update configmaps apps"})
+	w.pass("c2", "4")
+	w.pass("c2", "5")
+	w.expect("c2 create and update", []string{"c2#3 deployer create secrets apps", "c2#3 deployer update secrets apps"},
+		[]string{"c2#3 deployer create secrets apps", "c2#3 deployer update secrets apps"})
+
+	// The deployer loses "update" in c1. Its cached answer says allowed:
+	// the write is tried, refused, and the cached answers are dropped.
+	w.grant("c1", deployerUser, "create secrets apps")
+	w.pass("c1", "5")
+	w.expect("c1 update refused", nil,
+		[]string{"c1#1 deployer update secrets apps (refused)", "c1#2 helper update configmaps apps"})
+	if st := w.status(appOp, "c1", "Secret"); st != courier.CopyPhaseForbidden {
+		t.Errorf("c1 Secret after the refused update: phase %s, want Forbidden", st)
+	}
+	// The retry asks the deployer again, and writes nothing; the helper's
+	// answer in c1 and the deployer's in c2 are still reused.
+	w.pass("c1", "6")
+	w.expect("c1 retry", []string{"c1#1 deployer update secrets apps"}, []string{"c1#2 helper update configmaps apps"})
+	if st := w.status(appOp, "c1", "Secret"); st != courier.CopyPhaseForbidden {
+		t.Errorf("c1 Secret after the denial: phase %s, want Forbidden", st)
+	}
+	w.pass("c2", "6")
+	w.expect("c2 after c1's refusal", nil, []string{"c2#3 deployer update secrets apps"})
+	// A denial is not remembered: every retry asks again.
+	w.pass("c1", "6")
+	w.expect("c1 second retry", []string{"c1#1 deployer update secrets apps"}, nil)
+	// Granted again: the next retry notices, writes, and the answer is
+	// reused from then on.
+	w.grant("c1", deployerUser, "create secrets apps", "update secrets apps")
+	w.pass("c1", "6")
+	w.expect("c1 retry once granted", []string{"c1#1 deployer update secrets apps"}, []string{"c1#1 deployer update secrets apps"})
+	if st := w.status(appOp, "c1", "Secret"); st != courier.CopyPhaseSynced {
+		t.Errorf("c1 Secret once granted: phase %s, want Synced", st)
+	}
+	w.pass("c1", "7")
+	w.expect("c1 next update", nil, []string{"c1#1 deployer update secrets apps", "c1#2 helper update configmaps apps"})
+}
+
+// Several workers reconcile different clusters at once and share the
+// caches (run with -race): each cluster still builds one client and asks
+// each access once per refusal, however the others interleave.
+func TestIdentityCachesAcrossWorkers(t *testing.T) {
+	env := newEnv(t, nil)
+	const clusters, rounds = 8, 20
+	var mu sync.Mutex
+	built := map[string][]*fake.Clientset{} // by host
+	env.e.impersonate.newClient = func(cfg *rest.Config) (kubernetes.Interface, error) {
+		cs := fake.NewClientset()
+		cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+			r.Status.Allowed = true
+			return true, r, nil
+		})
+		mu.Lock()
+		built[cfg.Host] = append(built[cfg.Host], cs)
+		mu.Unlock()
+		return cs, nil
+	}
+	fallbackSA := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "cattle-fleet-system", Name: FallbackServiceAccount}}
+	need := []access{{verb: "update", resource: "secrets", namespace: targetNS}}
+	var wg sync.WaitGroup
+	for n := range clusters {
+		down := newFakeCluster(true, fallbackSA)
+		cl := down.client()
+		cl.Key = fmt.Sprintf("%s/c%d", fleetNS, n)
+		cl.Config = &rest.Config{Host: fmt.Sprintf("https://c%d.example", n)}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				id, _, err := env.e.resolveIdentity(env.ctx, cl, "", env.e.fallbackLookup(env.ctx, cl))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if denied, err := env.e.checkAccess(env.ctx, id, need); err != nil || denied != "" {
+					t.Errorf("%s: checkAccess = %q, %v", cl.Key, denied, err)
+				}
+				if r%5 == 4 {
+					id.refused()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(built) != clusters {
+		t.Errorf("clusters with an impersonating client = %d, want %d", len(built), clusters)
+	}
+	for host, cs := range built {
+		if len(cs) != 1 {
+			t.Errorf("%s: %d impersonating clients built, want 1", host, len(cs))
+			continue
+		}
+		// Asked in rounds 0, 5, 10 and 15: after each refusal, once.
+		if n := len(cs[0].Actions()); n != rounds/5 {
+			t.Errorf("%s: %d access reviews, want %d", host, n, rounds/5)
+		}
 	}
 }

@@ -29,6 +29,9 @@ type identity struct {
 	// writer is the client writes go through: impersonating the
 	// ServiceAccount, or Courier's own.
 	writer kubernetes.Interface
+	// grants holds what the ServiceAccount was recently allowed in this
+	// cluster (nil for Courier's own identity).
+	grants *impersonator
 }
 
 func (id identity) user() string {
@@ -39,11 +42,19 @@ func (id identity) user() string {
 	return "ServiceAccount " + ns + "/" + name
 }
 
+// refused is told that the cluster refused a write by this identity: its
+// cached "allowed" answers may be stale, so the next pass asks again.
+func (id identity) refused() {
+	if id.grants != nil {
+		id.grants.forgetAllowed()
+	}
+}
+
 // impersonators caches, per cluster, one impersonating clientset per
-// ServiceAccount. A cluster's entries live as long as its
-// downstream.Client: a rebuilt client (new kubeconfig) replaces them, a
-// forgotten cluster drops them, and no cluster's entries are ever touched
-// by another's.
+// ServiceAccount together with the access answers it was given. A
+// cluster's entries live as long as its downstream.Client: a rebuilt client
+// (new kubeconfig) replaces them, a forgotten cluster drops them, and no
+// cluster's entries are ever touched by another's.
 type impersonators struct {
 	// newClient builds a clientset from a config that impersonates; nil
 	// means kubernetes.NewForConfig (tests put fakes here).
@@ -65,6 +76,11 @@ type clusterImpersonators struct {
 // impersonator is one ServiceAccount in one cluster.
 type impersonator struct {
 	writer kubernetes.Interface
+
+	mu sync.Mutex
+	// allowed is when each access was last answered "allowed". Denials are
+	// never stored: they are asked again on every pass.
+	allowed map[access]time.Time
 }
 
 // get returns the ServiceAccount's impersonator in the cluster of c,
@@ -91,7 +107,7 @@ func (i *impersonators) get(c *downstream.Client, sa string) (*impersonator, err
 	if p, ok := entry.sas[sa]; ok {
 		return p, nil // built meanwhile by another pass over the cluster
 	}
-	p := &impersonator{writer: cl}
+	p := &impersonator{writer: cl, allowed: map[access]time.Time{}}
 	entry.sas[sa] = p
 	return p, nil
 }
@@ -124,9 +140,54 @@ func (i *impersonators) forget(clusterKey string) {
 	delete(i.clusters, clusterKey)
 }
 
+// accessTTL is how long an "allowed" answer to an access review is reused.
+// Without it every write pass asked one SelfSubjectAccessReview per access
+// a group needs, in every cluster -- most of the requests Courier made at
+// a thousand clusters. Reusing an allow cannot let a write through that
+// the cluster forbids (the API server still authorizes each write). A
+// right revoked within the TTL is found by a refused write instead of by
+// the check -- so that pass may leave its group half written, as a right
+// revoked between check and write always could -- and the refusal drops
+// the identity's cached answers (identity.refused), so the retry checks
+// again. Denials are never cached: a right granted later is noticed at the
+// next retry.
+const accessTTL = 5 * time.Minute
+
+// isAllowed reports whether a was answered "allowed" less than accessTTL
+// before now.
+func (p *impersonator) isAllowed(a access, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.allowed[a]
+	if ok && now.Sub(at) >= accessTTL {
+		delete(p.allowed, a)
+		return false
+	}
+	return ok
+}
+
+// answered records the cluster's answer for a: an allow is kept, a denial
+// drops any earlier allow.
+func (p *impersonator) answered(a access, allowed bool, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if allowed {
+		p.allowed[a] = now
+	} else {
+		delete(p.allowed, a)
+	}
+}
+
+// forgetAllowed drops every cached answer.
+func (p *impersonator) forgetAllowed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.allowed)
+}
+
 // forgetIdentities drops what was cached for writing in a cluster: its
-// impersonating clients and its fallback answer. Called when the Cluster
-// is gone.
+// impersonating clients, their access answers and its fallback answer.
+// Called when the Cluster is gone.
 func (e *Engine) forgetIdentities(clusterKey string) {
 	e.impersonate.forget(clusterKey)
 	e.fallbacks.forget(clusterKey)
@@ -158,7 +219,7 @@ func (e *Engine) resolveIdentity(ctx context.Context, client *downstream.Client,
 	if err != nil {
 		return identity{}, "", err
 	}
-	return identity{serviceAccount: sa, writer: p.writer}, "", nil
+	return identity{serviceAccount: sa, writer: p.writer, grants: p}, "", nil
 }
 
 // fallbackTTL is how long the answer to "does the fallback ServiceAccount
@@ -226,8 +287,10 @@ type access struct {
 // may do everything the group's writes need (SelfSubjectAccessReview, which
 // any identity may create). Checking first means a forbidden write leaves
 // nothing half done: either every copy of the group can be written, or none
-// is. It returns a message naming what is missing, or "".
-func checkAccess(ctx context.Context, id identity, needs []access) (string, error) {
+// is. An access answered "allowed" less than accessTTL ago is not asked
+// again; a denied one always is. It returns a message naming what is
+// missing, or "".
+func (e *Engine) checkAccess(ctx context.Context, id identity, needs []access) (string, error) {
 	if id.serviceAccount == "" {
 		return "", nil
 	}
@@ -242,12 +305,18 @@ func checkAccess(ctx context.Context, id identity, needs []access) (string, erro
 			continue
 		}
 		seen[n] = true
+		if id.grants != nil && id.grants.isAllowed(n, e.now()) {
+			continue
+		}
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: n.verb, Resource: n.resource, Namespace: n.namespace, Name: n.name},
 		}}
 		res, err := id.writer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
 			return "", err
+		}
+		if id.grants != nil {
+			id.grants.answered(n, res.Status.Allowed, e.now())
 		}
 		if !res.Status.Allowed {
 			switch {

@@ -275,7 +275,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
 	}
 	{
-		denied, err := checkAccess(ctx, id, needs)
+		denied, err := e.checkAccess(ctx, id, needs)
 		if err != nil {
 			o := e.writeFailed(cluster, "checking the permissions of "+id.user(), err)
 			return all(o), o.fatal
@@ -288,6 +288,9 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 	}
 	for i, c := range group {
 		out[i] = e.execute(ctx, client, id, cluster, c, plans[i], namespaces)
+		if out[i].status.Phase == courier.CopyPhaseForbidden {
+			id.refused() // cached allows may be stale: ask again next pass
+		}
 		if out[i].fatal != nil {
 			return out, out[i].fatal
 		}
