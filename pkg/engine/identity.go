@@ -29,6 +29,9 @@ type identity struct {
 	// writer is the client writes go through: impersonating the
 	// ServiceAccount, or Courier's own.
 	writer kubernetes.Interface
+	// grants holds what the ServiceAccount was recently allowed in this
+	// cluster (nil for Courier's own identity).
+	grants *impersonator
 }
 
 func (id identity) user() string {
@@ -39,36 +42,53 @@ func (id identity) user() string {
 	return "ServiceAccount " + ns + "/" + name
 }
 
-// impersonators caches one impersonating clientset per cluster client and
-// ServiceAccount.
+// refused is told that the cluster refused a write by this identity: its
+// cached "allowed" answers may be stale, so the next pass asks again.
+func (id identity) refused() {
+	if id.grants != nil {
+		id.grants.forgetAllowed()
+	}
+}
+
+// impersonators caches, per cluster, one impersonating clientset per
+// ServiceAccount together with the access answers it was given. A
+// cluster's entries live as long as its downstream.Client: a rebuilt client
+// (new kubeconfig) replaces them, a forgotten cluster drops them, and no
+// cluster's entries are ever touched by another's.
 type impersonators struct {
 	// newClient builds a clientset from a config that impersonates; nil
 	// means kubernetes.NewForConfig (tests put fakes here).
 	newClient func(*rest.Config) (kubernetes.Interface, error)
 
-	mu      sync.Mutex
-	clients map[impersonatorKey]kubernetes.Interface
+	// mu guards clusters and their sas maps; it is never held while a
+	// clientset is built or a request is made, so clusters do not wait for
+	// each other.
+	mu       sync.Mutex
+	clusters map[string]*clusterImpersonators // by downstream.Client.Key
 }
 
-type impersonatorKey struct {
-	client *downstream.Client
-	sa     string
+// clusterImpersonators is what is cached for one cluster client.
+type clusterImpersonators struct {
+	client *downstream.Client       // the client the entries were built from
+	sas    map[string]*impersonator // by "<namespace>/<name>"
 }
 
-func (i *impersonators) get(c *downstream.Client, sa string) (kubernetes.Interface, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.clients == nil {
-		i.clients = map[impersonatorKey]kubernetes.Interface{}
-	}
-	k := impersonatorKey{c, sa}
-	if cl, ok := i.clients[k]; ok {
-		return cl, nil
-	}
-	for key := range i.clients {
-		if key.client != c && key.sa == sa {
-			delete(i.clients, key) // the cluster's client was rebuilt
-		}
+// impersonator is one ServiceAccount in one cluster.
+type impersonator struct {
+	writer kubernetes.Interface
+
+	mu sync.Mutex
+	// allowed is when each access was last answered "allowed". Denials are
+	// never stored: they are asked again on every pass.
+	allowed map[access]time.Time
+}
+
+// get returns the ServiceAccount's impersonator in the cluster of c,
+// building its clientset on first use and after c's cluster client was
+// rebuilt.
+func (i *impersonators) get(c *downstream.Client, sa string) (*impersonator, error) {
+	if p := i.lookup(c, sa); p != nil {
+		return p, nil
 	}
 	ns, name, _ := strings.Cut(sa, "/")
 	cfg := rest.CopyConfig(c.Config)
@@ -81,8 +101,96 @@ func (i *impersonators) get(c *downstream.Client, sa string) (kubernetes.Interfa
 	if err != nil {
 		return nil, err
 	}
-	i.clients[k] = cl
-	return cl, nil
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	entry := i.entry(c)
+	if p, ok := entry.sas[sa]; ok {
+		return p, nil // built meanwhile by another pass over the cluster
+	}
+	p := &impersonator{writer: cl, allowed: map[access]time.Time{}}
+	entry.sas[sa] = p
+	return p, nil
+}
+
+// lookup returns the cached impersonator, or nil.
+func (i *impersonators) lookup(c *downstream.Client, sa string) *impersonator {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.entry(c).sas[sa]
+}
+
+// entry returns the cluster's entry for client c, replacing one built from
+// an earlier client of the same cluster. Called with mu held.
+func (i *impersonators) entry(c *downstream.Client) *clusterImpersonators {
+	if i.clusters == nil {
+		i.clusters = map[string]*clusterImpersonators{}
+	}
+	entry, ok := i.clusters[c.Key]
+	if !ok || entry.client != c {
+		entry = &clusterImpersonators{client: c, sas: map[string]*impersonator{}}
+		i.clusters[c.Key] = entry
+	}
+	return entry
+}
+
+// forget drops a cluster's impersonators.
+func (i *impersonators) forget(clusterKey string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	delete(i.clusters, clusterKey)
+}
+
+// accessTTL is how long an "allowed" answer to an access review is reused.
+// Without it every write pass asked one SelfSubjectAccessReview per access
+// a group needs, in every cluster -- most of the requests Courier made at
+// a thousand clusters. Reusing an allow cannot let a write through that
+// the cluster forbids (the API server still authorizes each write). A
+// right revoked within the TTL is found by a refused write instead of by
+// the check -- so that pass may leave its group half written, as a right
+// revoked between check and write always could -- and the refusal drops
+// the identity's cached answers (identity.refused), so the retry checks
+// again. Denials are never cached: a right granted later is noticed at the
+// next retry.
+const accessTTL = 5 * time.Minute
+
+// isAllowed reports whether a was answered "allowed" less than accessTTL
+// before now.
+func (p *impersonator) isAllowed(a access, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.allowed[a]
+	if ok && now.Sub(at) >= accessTTL {
+		delete(p.allowed, a)
+		return false
+	}
+	return ok
+}
+
+// answered records the cluster's answer for a: an allow is kept, a denial
+// drops any earlier allow.
+func (p *impersonator) answered(a access, allowed bool, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if allowed {
+		p.allowed[a] = now
+	} else {
+		delete(p.allowed, a)
+	}
+}
+
+// forgetAllowed drops every cached answer.
+func (p *impersonator) forgetAllowed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.allowed)
+}
+
+// forgetIdentities drops what was cached for writing in a cluster: its
+// impersonating clients, their access answers and its fallback answer.
+// Called when the Cluster is gone.
+func (e *Engine) forgetIdentities(clusterKey string) {
+	e.impersonate.forget(clusterKey)
+	e.fallbacks.forget(clusterKey)
 }
 
 // resolveIdentity picks who writes copies for a row (DESIGN §3.9): the
@@ -107,11 +215,11 @@ func (e *Engine) resolveIdentity(ctx context.Context, client *downstream.Client,
 		}
 		return identity{writer: client.Kube}, "", nil
 	}
-	w, err := e.impersonate.get(client, sa)
+	p, err := e.impersonate.get(client, sa)
 	if err != nil {
 		return identity{}, "", err
 	}
-	return identity{serviceAccount: sa, writer: w}, "", nil
+	return identity{serviceAccount: sa, writer: p.writer, grants: p}, "", nil
 }
 
 // fallbackTTL is how long the answer to "does the fallback ServiceAccount
@@ -119,16 +227,25 @@ func (e *Engine) resolveIdentity(ctx context.Context, client *downstream.Client,
 // again, and one created later is picked up within this time.
 const fallbackTTL = 30 * time.Second
 
-// fallbackAnswers remembers, per cluster client, whether the fallback
-// ServiceAccount existed and when that was asked.
+// fallbackAnswers remembers, per cluster, whether the fallback
+// ServiceAccount existed and when that was asked. An answer holds for the
+// cluster client it was asked through: a rebuilt client asks again.
 type fallbackAnswers struct {
 	mu      sync.Mutex
-	answers map[*downstream.Client]fallbackAnswer
+	answers map[string]fallbackAnswer // by downstream.Client.Key
 }
 
 type fallbackAnswer struct {
+	client *downstream.Client
 	exists bool
 	at     time.Time
+}
+
+// forget drops a cluster's answer.
+func (f *fallbackAnswers) forget(clusterKey string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.answers, clusterKey)
 }
 
 // fallbackLookup returns a check for the fallback ServiceAccount that asks
@@ -137,30 +254,25 @@ func (e *Engine) fallbackLookup(ctx context.Context, client *downstream.Client) 
 	return func() (bool, error) {
 		f := &e.fallbacks
 		f.mu.Lock()
-		a, ok := f.answers[client]
+		a, ok := f.answers[client.Key]
 		f.mu.Unlock()
-		if ok && e.now().Sub(a.at) < fallbackTTL {
+		if ok && a.client == client && e.now().Sub(a.at) < fallbackTTL {
 			return a.exists, nil
 		}
 		_, err := client.Kube.CoreV1().ServiceAccounts(e.cfg.AgentNamespace).Get(ctx, FallbackServiceAccount, metav1.GetOptions{})
 		switch {
 		case err == nil:
-			a = fallbackAnswer{exists: true, at: e.now()}
+			a = fallbackAnswer{client: client, exists: true, at: e.now()}
 		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-			a = fallbackAnswer{exists: false, at: e.now()}
+			a = fallbackAnswer{client: client, exists: false, at: e.now()}
 		default:
 			return false, err
 		}
 		f.mu.Lock()
 		if f.answers == nil {
-			f.answers = map[*downstream.Client]fallbackAnswer{}
+			f.answers = map[string]fallbackAnswer{}
 		}
-		for c := range f.answers {
-			if c.Key == client.Key && c != client {
-				delete(f.answers, c) // the cluster's client was rebuilt
-			}
-		}
-		f.answers[client] = a
+		f.answers[client.Key] = a // replaces an answer from an earlier client
 		f.mu.Unlock()
 		return a.exists, nil
 	}
@@ -175,8 +287,10 @@ type access struct {
 // may do everything the group's writes need (SelfSubjectAccessReview, which
 // any identity may create). Checking first means a forbidden write leaves
 // nothing half done: either every copy of the group can be written, or none
-// is. It returns a message naming what is missing, or "".
-func checkAccess(ctx context.Context, id identity, needs []access) (string, error) {
+// is. An access answered "allowed" less than accessTTL ago is not asked
+// again; a denied one always is. It returns a message naming what is
+// missing, or "".
+func (e *Engine) checkAccess(ctx context.Context, id identity, needs []access) (string, error) {
 	if id.serviceAccount == "" {
 		return "", nil
 	}
@@ -191,12 +305,18 @@ func checkAccess(ctx context.Context, id identity, needs []access) (string, erro
 			continue
 		}
 		seen[n] = true
+		if id.grants != nil && id.grants.isAllowed(n, e.now()) {
+			continue
+		}
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: n.verb, Resource: n.resource, Namespace: n.namespace, Name: n.name},
 		}}
 		res, err := id.writer.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
 			return "", err
+		}
+		if id.grants != nil {
+			id.grants.answered(n, res.Status.Allowed, e.now())
 		}
 		if !res.Status.Allowed {
 			switch {

@@ -45,6 +45,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		e.cfg.Downstream.Forget(key)
 		e.forgetEchoes(key)
 		e.forgetTwin(key)
+		e.forgetIdentities(key)
 		clusterReachable.DeleteLabelValues(key)
 		if e.setLeftovers(key, nil) {
 			e.cfg.OnStatusChange()
@@ -276,7 +277,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
 	}
 	{
-		denied, err := checkAccess(ctx, id, needs)
+		denied, err := e.checkAccess(ctx, id, needs)
 		if err != nil {
 			o := e.writeFailed(cluster, "checking the permissions of "+id.user(), err)
 			return all(o), o.fatal
@@ -289,6 +290,9 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 	}
 	for i, c := range group {
 		out[i] = e.execute(ctx, client, id, cluster, c, plans[i], namespaces)
+		if out[i].status.Phase == courier.CopyPhaseForbidden {
+			id.refused() // cached allows may be stale: ask again next pass
+		}
 		if out[i].fatal != nil {
 			return out, out[i].fatal
 		}
