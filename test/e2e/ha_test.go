@@ -173,7 +173,6 @@ func TestHighAvailability(t *testing.T) {
 	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")}))
 	synced := []string{"c1/Secret/s@" + dest + "=Synced", "c2/Secret/s@" + dest + "=Synced"}
 	w.waitRows(metav1.ListOptions{}, synced...)
-	time.Sleep(time.Second) // the suite's Courier is idle
 	before := writesInto(t, dest)
 
 	replicas, lb := startReplicas(t)
@@ -190,11 +189,12 @@ func TestHighAvailability(t *testing.T) {
 		w.waitRows(metav1.ListOptions{}, synced...)
 		eventually(t, "rows read the same from either replica", func() (bool, string) {
 			a, b := replicaRows(t, leader, w.ns), replicaRows(t, follower, w.ns)
-			return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == 2,
+			// Synced on both: each replica's engine has planned both copies
+			// (the leader writes before it records Synced).
+			return strings.Join(a, "\n") == strings.Join(b, "\n") && len(a) == 2 && strings.Count(strings.Join(a, "\n"), " Synced ") == 2,
 				fmt.Sprintf("leader:\n  %s\nfollower:\n  %s", strings.Join(a, "\n  "), strings.Join(b, "\n  "))
 		})
 		// Copies current before the replicas started: neither writes.
-		time.Sleep(2 * time.Second)
 		if extra := writesInto(t, dest)[len(before):]; len(extra) != 0 {
 			t.Errorf("replicas wrote copies that were already current: %q", extra)
 		}
@@ -304,7 +304,16 @@ func TestHighAvailability(t *testing.T) {
 		for i := range env.Downstreams {
 			waitSecret(t, i, dest, "s", haLeaseDuration+10*time.Second, "v3 copied by the new leader", secretData("k", "v3"))
 		}
-		time.Sleep(2 * time.Second) // anything more the new leader would write
+		// The new leader's rows Synced at v3's resourceVersion: its passes
+		// that wrote v3 are over, and the audit logs hold their writes.
+		src, err := upstreamClients(t).kube.CoreV1().Secrets(w.ns).Get(ctx, "s", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the new leader's rows Synced at v3", func() (bool, string) {
+			rows := strings.Join(replicaRows(t, follower, w.ns), "\n")
+			return strings.Count(rows, " Synced "+src.ResourceVersion+" ") == 2, rows
+		})
 		if got := writesInto(t, dest)[base:]; len(got) != 2 {
 			t.Errorf("writes for the change made after the kill = %q, want exactly one update per cluster", got)
 		}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -322,28 +323,20 @@ func TestInstallDeploymentFlagsKnown(t *testing.T) {
 		// pflag's help lists "      --name type" or "  -v, --v Level".
 		return strings.Contains(string(help), "      "+flag+" ") || strings.Contains(string(help), ", "+flag+" ")
 	}
-	var unknown, leaderElection []string
+	var unknown []string
 	for _, a := range argv {
-		name, _, _ := strings.Cut(a, "=")
-		switch {
-		case known(name):
-		case strings.HasPrefix(name, "--leader-elect"):
-			leaderElection = append(leaderElection, name)
-		default:
+		if name, _, _ := strings.Cut(a, "="); !known(name) {
 			unknown = append(unknown, name)
 		}
 	}
 	if len(unknown) > 0 {
 		t.Errorf("the Deployment passes %v, which %s does not accept", unknown, filepath.Base(binary))
 	}
-	if len(leaderElection) > 0 {
-		// The leader-election flags are being added to pkg/cmd/server at the
-		// same time as these manifests. A binary with --leader-elect must
-		// accept all of them; one without it predates that work.
-		if known("--leader-elect") {
-			t.Errorf("the Deployment passes %v, which %s does not accept", leaderElection, filepath.Base(binary))
-		} else {
-			t.Skipf("%s has no leader election yet: the Deployment's %v are not checked", filepath.Base(binary), leaderElection)
+	// Positive control: the flags the Deployment relies on for high
+	// availability are among those checked.
+	for _, flag := range []string{"--leader-elect", "--secure-port"} {
+		if !slices.ContainsFunc(argv, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") }) {
+			t.Errorf("the Deployment does not pass %s: args %v", flag, argv)
 		}
 	}
 }

@@ -96,6 +96,18 @@ func TestMetricsEventsAndNoLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Positive controls: each text covers this copy, and the search finds
+	// the canary where it is meant to be (the copy's own data, base64).
+	for where, text := range map[string]string{"/metrics": metrics, "Events": events, "downstreamcopies": rows, "Courier's log": string(logBytes)} {
+		if want := map[string]string{"/metrics": w.ns + "/c1", "Events": "observe-dest/canary", "downstreamcopies": "name: canary",
+			"Courier's log": `object="observe-dest/canary"`}[where]; !strings.Contains(text, want) {
+			t.Errorf("%s does not mention this copy (%q): the leak check below would prove nothing", where, want)
+		}
+	}
+	copyYAML, err := env.Kubectl(context.Background(), env.Downstreams[0], "get", "secret", "-n", "observe-dest", "canary", "-o", "yaml")
+	if err != nil || !strings.Contains(copyYAML, base64.StdEncoding.EncodeToString([]byte(canary))) {
+		t.Errorf("the downstream copy's YAML does not hold the canary in base64 (err %v): the search is broken", err)
+	}
 	for where, text := range map[string]string{"/metrics": metrics, "Events": events, "downstreamcopies": rows, "Courier's log": string(logBytes)} {
 		for _, form := range []string{canary, base64.StdEncoding.EncodeToString([]byte(canary))} {
 			if strings.Contains(text, form) {

@@ -95,8 +95,8 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s", "ConfigMap/m")}))
 	all := []string{"c1/ConfigMap/m@" + dest + "=Synced", "c1/Secret/s@" + dest + "=Synced", "c2/ConfigMap/m@" + dest + "=Synced", "c2/Secret/s@" + dest + "=Synced"}
 	w.waitRows(metav1.ListOptions{}, all...)
-	// Let any other test's removals finish, then take the baseline.
-	time.Sleep(2 * time.Second)
+	// Only writes into dest count below, so other tests' removals do not
+	// disturb the baseline.
 	before := [][]string{courierWrites(t, 0), courierWrites(t, 1)}
 	wroteHere := false
 	for _, w := range before[0] {
@@ -107,8 +107,11 @@ func TestRestartWritesNothingWhenInSync(t *testing.T) {
 	}
 
 	restartCourier(t, nil)
+	// A row is Synced again only once the restarted engine's pass has
+	// planned its copy, and a pass writes before it records Synced; the
+	// audit log records a write before the response reaches Courier. So
+	// every write this restart caused is in the log by now.
 	w.waitRows(metav1.ListOptions{}, all...)
-	time.Sleep(3 * time.Second) // the engine's first full pass over every cluster
 	// Only this test's objects count: other tests' workspaces are still
 	// being cleaned up (and swept) while this one runs.
 	for i := range env.Downstreams {

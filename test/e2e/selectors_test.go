@@ -64,11 +64,16 @@ func TestSelectors(t *testing.T) {
 	})
 }
 
-// TestKubectlWatch runs `kubectl get dcp -w` and checks that a HelmOp added
-// afterwards shows up as new rows.
+// TestKubectlWatch runs `kubectl get dcp -w` and checks that rows of a
+// HelmOp added once the watch is open arrive as watch events, and that a
+// row's change arrives too. kubectl prints its initial list before it
+// watches: the row that list holds is the sign the watch is next, and the
+// new HelmOp's rows cannot come from that list.
 func TestKubectlWatch(t *testing.T) {
 	w := newWorkspace(t, "ws-watch", nil)
 	w.apply(selectAll("default"))
+	w.apply(helmOp("first", fleet.BundleDeploymentOptions{DownstreamResources: resources("Secret/before")}))
+	w.waitRows(metav1.ListOptions{}, "c1/Secret/before@default=SourceMissing")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -89,20 +94,29 @@ func TestKubectlWatch(t *testing.T) {
 		}
 		close(lines)
 	}()
-	// Give kubectl time to open its watch before the change.
-	time.Sleep(2 * time.Second)
-	w.apply(helmOp("watched", fleet.BundleDeploymentOptions{DownstreamResources: resources("Secret/s")}))
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("kubectl get -w ended before the new row appeared")
+	waitLine := func(what string, match func(string) bool) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("kubectl get -w ended before %s", what)
+				}
+				if match(l) {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no line for %s within 60s in kubectl get -w", what)
 			}
-			if strings.HasPrefix(l, "watched.c1.secret.s ") && strings.Contains(l, "SourceMissing") {
-				return
-			}
-		case <-ctx.Done():
-			t.Fatal("no row for the new HelmOp within 60s in kubectl get -w")
 		}
 	}
+	waitLine("the initial list", func(l string) bool { return strings.HasPrefix(l, "first.c1.secret.before ") })
+	w.apply(helmOp("watched", fleet.BundleDeploymentOptions{DownstreamResources: resources("Secret/s")}))
+	waitLine("the new HelmOp's row", func(l string) bool {
+		return strings.HasPrefix(l, "watched.c1.secret.s ") && strings.Contains(l, "SourceMissing")
+	})
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
+	waitLine("the row's change", func(l string) bool {
+		return strings.HasPrefix(l, "watched.c1.secret.s ") && strings.Contains(l, "Synced")
+	})
 }
