@@ -42,7 +42,9 @@ func (w *workspace) addCluster(name string, i int, secretNS string) {
 	if _, err := w.c.kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { _ = w.c.kube.CoreV1().Secrets(ns).Delete(context.Background(), secretName, metav1.DeleteOptions{}) })
+	w.t.Cleanup(func() {
+		_ = w.c.kube.CoreV1().Secrets(ns).Delete(context.Background(), secretName, metav1.DeleteOptions{})
+	})
 	w.apply(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: fleet.ClusterSpec{KubeConfigSecret: secretName, KubeConfigSecretNamespace: secretNS}})
 }
