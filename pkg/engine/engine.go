@@ -67,7 +67,7 @@ type Config struct {
 	// OnStatusChange is called (without locks held) when a row's recorded
 	// status changed, so the view recomputes.
 	OnStatusChange func()
-	// Workers is how many clusters are reconciled at once (default 4).
+	// Workers is how many clusters are reconciled at once (DefaultWorkers).
 	Workers int
 	// ResyncPeriod requeues every Cluster, which also sweeps copies nothing
 	// wants any more (default 5 minutes).
@@ -103,6 +103,14 @@ type desiredCopy struct {
 	copyable bool
 }
 
+// DefaultWorkers is how many clusters are reconciled at once unless
+// --copy-workers says otherwise. A pass is mostly waiting on one cluster's
+// kube-apiserver, so the bound is the number of requests in flight, not
+// cores: at 1,000 Clusters, 4 workers made one source change a queue of
+// 250 round trips per worker; 16 keep two cores busy on this machine
+// without one slow cluster holding more than a sixteenth of them.
+const DefaultWorkers = 16
+
 // Engine reconciles downstream copies.
 type Engine struct {
 	cfg         Config
@@ -136,7 +144,7 @@ var _ copyview.Engine = (*Engine)(nil)
 // New returns an engine; Run starts it.
 func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.ResyncPeriod <= 0 {
 		cfg.ResyncPeriod = 5 * time.Minute

@@ -22,6 +22,7 @@ import (
 	baseversion "k8s.io/component-base/version"
 	netutils "k8s.io/utils/net"
 
+	"github.com/courier-dev/courier/pkg/engine"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
@@ -82,7 +83,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		ComponentGlobalsRegistry: newComponentGlobalsRegistry(),
 		Logs:                     logs.NewOptions(),
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
-		CopyWorkers:              4,
+		CopyWorkers:              engine.DefaultWorkers,
 		AgentNamespace:           "cattle-fleet-system",
 		LeaderElection:           defaultLeaderElection(),
 		StdOut:                   out,
