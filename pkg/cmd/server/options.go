@@ -22,9 +22,9 @@ import (
 	baseversion "k8s.io/component-base/version"
 	netutils "k8s.io/utils/net"
 
-	"github.com/courier-dev/courier/pkg/engine"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
+	"github.com/courier-dev/courier/pkg/engine"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
 )
 
