@@ -98,8 +98,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		WatchSelector: func(c *fleetv1alpha1.Cluster) labels.Selector {
 			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
 		},
-		OnChange:  func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
-		UserAgent: "courier",
+		ForeignSelector: copyspec.FleetCopySelector(),
+		OnChange:        func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
+		UserAgent:       "courier",
 	})
 	eng = engine.New(engine.Config{
 		UpstreamID: upstreamID,
