@@ -1,8 +1,10 @@
 package localenv
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -50,7 +52,8 @@ import (
 //     listens on the wildcard address).
 //
 // What remains is a process outside localenv binding a port of the range
-// between the check and the server's bind.
+// between the check and the server's bind. startOnFreePorts covers that:
+// a server that exits because its port is taken starts again on new ones.
 type portAllocator struct {
 	lo, hi  int    // inclusive
 	lockDir string // one <port>.lock file per port
@@ -237,4 +240,127 @@ func canBind(port int) bool {
 	}
 	l.Close()
 	return true
+}
+
+// reservePorts reserves n ports for this Env; Stop releases them.
+func (e *Env) reservePorts(n int) ([]int, error) {
+	a, err := defaultPorts()
+	if err != nil {
+		return nil, err
+	}
+	ports := make([]int, 0, n)
+	for range n {
+		p, err := a.reserve()
+		if err != nil {
+			for _, p := range ports {
+				a.release(p)
+			}
+			return nil, err
+		}
+		ports = append(ports, p)
+	}
+	e.mu.Lock()
+	e.ports = append(e.ports, ports...)
+	e.mu.Unlock()
+	return ports, nil
+}
+
+// releasePorts gives ports reserved by reservePorts back.
+func (e *Env) releasePorts(ports ...int) {
+	a, err := defaultPorts()
+	if err != nil {
+		return // then nothing was reserved
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range ports {
+		for i, q := range e.ports {
+			if q == p {
+				e.ports = append(e.ports[:i], e.ports[i+1:]...)
+				a.release(p)
+				break
+			}
+		}
+	}
+}
+
+// maxPortAttempts bounds how often a server is started on new ports after
+// finding one taken.
+const maxPortAttempts = 5
+
+// startOnFreePorts starts p on n newly reserved ports. configure sets p's
+// arguments and everything else that names the ports (URLs, kubeconfigs);
+// it runs before every attempt, with that attempt's ports. wait returns
+// once p serves. When p exits during wait because one of its ports was
+// taken by the time it bound it (its log says "address already in use" for
+// that port), the ports are released and p is configured and started again
+// on new ones. Certificates name hosts and IPs, never ports, so they stay
+// valid. It returns the ports p serves on.
+func (e *Env) startOnFreePorts(p *process, n int, configure func(ports []int) error, wait func() error) ([]int, error) {
+	for attempt := 1; ; attempt++ {
+		if e.isStopped() {
+			return nil, errors.New("localenv: the Env has been stopped")
+		}
+		ports, err := e.reservePorts(n)
+		if err != nil {
+			return nil, err
+		}
+		if err := configure(ports); err != nil {
+			return nil, err
+		}
+		if err := p.start(); err != nil {
+			return nil, err
+		}
+		err = wait()
+		if err == nil {
+			return ports, nil
+		}
+		exited, _ := p.exited() // true only once the process has been reaped
+		if !exited || attempt == maxPortAttempts {
+			return nil, err
+		}
+		taken := p.bindConflict(ports)
+		if taken == 0 {
+			return nil, err
+		}
+		e.opts.Log("localenv: %s: port %d was taken before it could bind it (attempt %d of %d); starting it on new ports", p.name, taken, attempt, maxPortAttempts)
+		e.releasePorts(ports...)
+	}
+}
+
+// bindConflict returns which of ports the last run of p failed to bind
+// because it was in use, from the log written since that run started, or
+// 0 when the log shows no such failure.
+func (p *process) bindConflict(ports []int) int {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	p.mu.Lock()
+	from := p.logStart
+	p.mu.Unlock()
+	// A bind fails early; the last 256 KiB of the run hold it.
+	const max = 256 << 10
+	if st, err := f.Stat(); err == nil && st.Size()-from > max {
+		from = st.Size() - max
+	}
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "address already in use") {
+			continue
+		}
+		for _, port := range ports {
+			if strings.Contains(line, "127.0.0.1:"+strconv.Itoa(port)+":") ||
+				strings.Contains(line, ":"+strconv.Itoa(port)+": bind") {
+				return port
+			}
+		}
+	}
+	return 0
 }

@@ -2,15 +2,20 @@ package localenv
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The tests here need no tools: they run in every `go test`, also at the
@@ -288,4 +293,175 @@ func TestPortAllocatorSkipsBoundPort(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestBindConflict(t *testing.T) {
+	dir := t.TempDir()
+	p := &process{name: "x", logPath: filepath.Join(dir, "x.log")}
+	old := "E0101 listen tcp 127.0.0.1:21000: bind: address already in use\n"
+	lines := []string{
+		// kube-apiserver (and Courier, the same generic API server)
+		`E0519 12:00:00.000000 1 run.go:72] "command failed" err="failed to create listener: failed to listen on 127.0.0.1:21001: listen tcp 127.0.0.1:21001: bind: address already in use"`,
+		// etcd
+		`{"level":"fatal","msg":"discovery failed","error":"listen tcp 127.0.0.1:21002: bind: address already in use"}`,
+		// Another port than the ones asked about.
+		`listen tcp 127.0.0.1:121003: bind: address already in use`,
+	}
+	if err := os.WriteFile(p.logPath, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.logStart = int64(len(old))
+	if err := os.WriteFile(p.logPath, []byte(old+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		ports []int
+		want  int
+	}{
+		{[]int{21000}, 0}, // logged by an earlier run
+		{[]int{21001}, 21001},
+		{[]int{20999, 21002}, 21002},
+		{[]int{21003}, 0},
+		{[]int{1003}, 0},
+	}
+	for _, tt := range tests {
+		if got := p.bindConflict(tt.ports); got != tt.want {
+			t.Errorf("bindConflict(%v) = %d, want %d", tt.ports, got, tt.want)
+		}
+	}
+}
+
+// fakeEnv is an Env with no clusters, for starting fake servers.
+func fakeEnv(t *testing.T) *Env {
+	t.Helper()
+	e := &Env{opts: Options{Dir: t.TempDir(), Log: t.Logf}}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// fakeServer is this test binary run as TestFakeServerProcess: an HTTP
+// server on the port given that exits as a real server does when the port
+// is taken. Stop stops it.
+func fakeServer(e *Env, pids *[]int) *process {
+	p := &process{
+		name:    "fake",
+		path:    os.Args[0],
+		logPath: filepath.Join(e.opts.Dir, "fake.log"),
+		onStart: func(pid int, _ string) { *pids = append(*pids, pid) },
+		grace:   time.Second,
+	}
+	e.procs = append(e.procs, p)
+	return p
+}
+
+func waitHTTP(ctx context.Context, p *process, port int) error {
+	hc := &http.Client{Timeout: time.Second}
+	return poll(ctx, 30*time.Second, p, func() (bool, error) {
+		resp, err := hc.Get("http://127.0.0.1:" + strconv.Itoa(port))
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// TestStartOnFreePortsRetriesTakenPort: when something binds the port
+// between the check and the server's bind, the server is started again on
+// a new port, the first process is reaped and its port released.
+func TestStartOnFreePortsRetriesTakenPort(t *testing.T) {
+	t.Setenv("LOCALENV_FAKE_SERVER", "serve")
+	ctx := context.Background()
+	e := fakeEnv(t)
+	var pids, tried []int
+	p := fakeServer(e, &pids)
+	configure := func(ports []int) error {
+		tried = append(tried, ports[0])
+		if len(tried) == 1 {
+			// Something outside localenv takes the port just now.
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[0]))
+			if err != nil {
+				return err
+			}
+			t.Cleanup(func() { ln.Close() })
+		}
+		p.setArgs([]string{"-test.run=^TestFakeServerProcess$", strconv.Itoa(ports[0])})
+		return nil
+	}
+	wait := func() error { return waitHTTP(ctx, p, tried[len(tried)-1]) }
+	ports, err := e.startOnFreePorts(p, 1, configure, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tried) != 2 || ports[0] != tried[1] || tried[0] == tried[1] {
+		t.Fatalf("tried ports %v, serving on %v; want a second, different port", tried, ports)
+	}
+	if len(pids) != 2 {
+		t.Fatalf("started %d processes, want 2", len(pids))
+	}
+	if err := syscall.Kill(pids[0], 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("first process %d not reaped: kill 0 = %v", pids[0], err)
+	}
+	if held := e.ports; len(held) != 1 || held[0] != tried[1] {
+		t.Errorf("Env holds ports %v, want only %d", held, tried[1])
+	}
+	a, _ := defaultPorts()
+	if a.heldPorts()[tried[0]] {
+		t.Errorf("taken port %d still reserved", tried[0])
+	}
+	log, _ := os.ReadFile(p.logPath)
+	if n := strings.Count(string(log), "=== localenv:"); n != 2 {
+		t.Errorf("log has %d runs, want 2:\n%s", n, log)
+	}
+	e.Stop()
+	if done, _ := p.exited(); !done {
+		t.Error("server still running after Stop")
+	}
+	if held := a.heldPorts(); held[tried[1]] {
+		t.Errorf("port %d still reserved after Stop", tried[1])
+	}
+}
+
+// TestStartOnFreePortsOtherFailure: a server that fails for another reason
+// is not started again.
+func TestStartOnFreePortsOtherFailure(t *testing.T) {
+	t.Setenv("LOCALENV_FAKE_SERVER", "fail")
+	e := fakeEnv(t)
+	var pids []int
+	p := fakeServer(e, &pids)
+	var port int
+	configure := func(ports []int) error {
+		port = ports[0]
+		p.setArgs([]string{"-test.run=^TestFakeServerProcess$", strconv.Itoa(port)})
+		return nil
+	}
+	wait := func() error { return waitHTTP(context.Background(), p, port) }
+	if _, err := e.startOnFreePorts(p, 1, configure, wait); err == nil {
+		t.Fatal("no error from a server that exits")
+	}
+	if len(pids) != 1 {
+		t.Errorf("started %d times, want once", len(pids))
+	}
+}
+
+// TestFakeServerProcess is the server of the startOnFreePorts tests.
+func TestFakeServerProcess(t *testing.T) {
+	mode := os.Getenv("LOCALENV_FAKE_SERVER")
+	if mode == "" {
+		t.Skip("helper process for the startOnFreePorts tests")
+	}
+	args := strings.Fields(strings.Join(os.Args[1:], " "))
+	port := args[len(args)-1]
+	if mode == "fail" {
+		fmt.Fprintln(os.Stderr, "fake: cannot start: no reason")
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fake: failed to create listener:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stderr, "fake: serving on", ln.Addr())
+	_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	os.Exit(1)
 }
