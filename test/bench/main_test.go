@@ -98,9 +98,12 @@ func loadAverage() string {
 
 // TestBench runs the scenarios in a fixed order: memory first, on a fresh
 // Courier, because Go's heap does not shrink back after the fan-out runs
-// and freed memory would hide growth; then fan-out for each N.
+// and freed memory would hide growth; then memory with field copies on, on
+// a Courier restarted with those flags (and restarted without them after);
+// then fan-out for each N.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
+	t.Run("fieldcopy-memory", testFieldCopyMemory)
 	for _, n := range intsFromEnv(t, "COURIER_BENCH_N", []int{10, 50}) {
 		t.Run(fmt.Sprintf("fanout-%d", n), func(t *testing.T) { testFanout(t, n) })
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -90,8 +91,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	// Sources are watched as metadata only: Courier never holds the data of
 	// Secrets it does not copy. It reads in full only the sources it copies
 	// and the kubeconfig Secrets of Clusters.
-	secrets := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets"))
-	configMaps := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	secretsGVR, configMapsGVR := corev1.SchemeGroupVersion.WithResource("secrets"), corev1.SchemeGroupVersion.WithResource("configmaps")
+	secrets := v.metadataInformers.ForResource(secretsGVR)
+	configMaps := v.metadataInformers.ForResource(configMapsGVR)
 
 	var eng *engine.Engine
 	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
@@ -138,7 +140,13 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if err != nil {
 		return nil, err
 	}
-	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect); err != nil {
+	// Field copies watch Secrets and ConfigMaps through the same metadata
+	// informers, whether as targets or as sources.
+	shared := map[schema.GroupVersionResource]cache.SharedIndexInformer{
+		secretsGVR:    secrets.Informer(),
+		configMapsGVR: configMaps.Informer(),
+	}
+	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect, shared); err != nil {
 		return nil, err
 	}
 	return v, nil
