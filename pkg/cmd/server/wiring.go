@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"fmt"
 	"time"
 
@@ -94,6 +95,11 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	secretsGVR, configMapsGVR := corev1.SchemeGroupVersion.WithResource("secrets"), corev1.SchemeGroupVersion.WithResource("configmaps")
 	secrets := v.metadataInformers.ForResource(secretsGVR)
 	configMaps := v.metadataInformers.ForResource(configMapsGVR)
+	for _, inf := range []cache.SharedIndexInformer{secrets.Informer(), configMaps.Informer()} {
+		if err := inf.SetTransform(trimMetadata); err != nil {
+			return nil, err
+		}
+	}
 
 	var eng *engine.Engine
 	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
@@ -199,4 +205,22 @@ func (s secretSource) ResourceVersion(namespace, name string) (string, bool) {
 
 func (s secretSource) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	return s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// trimMetadata drops, before caching, what the views never read of a
+// Secret's or ConfigMap's metadata: managedFields (the bulk of it) and
+// kubectl's last-applied-configuration annotation, which holds the whole
+// object as applied, data included.
+func trimMetadata(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+				a = maps.Clone(a)
+				delete(a, corev1.LastAppliedConfigAnnotation)
+				m.SetAnnotations(a)
+			}
+		}
+	}
+	return obj, nil
 }
