@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"maps"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
