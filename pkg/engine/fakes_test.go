@@ -248,7 +248,7 @@ func (f *fakeDownstream) Forget(key string) { f.forgotten = append(f.forgotten, 
 // ---- the engine under test ----
 
 type testEnv struct {
-	t             *testing.T
+	t             testing.TB
 	e             *Engine
 	upstream      *fake.Clientset
 	down          *fakeCluster
@@ -265,7 +265,7 @@ type testEnv struct {
 
 // newEnv builds an engine for upstream sources and one downstream cluster
 // (down may be nil). Clusters c1, c2 and c3 exist in fleet-default.
-func newEnv(t *testing.T, down *fakeCluster, sources ...runtime.Object) *testEnv {
+func newEnv(t testing.TB, down *fakeCluster, sources ...runtime.Object) *testEnv {
 	t.Helper()
 	clusters := newIndexer()
 	for _, name := range []string{"c1", "c2", "c3"} {
