@@ -66,9 +66,10 @@ func SupportedKind(kind string) (string, bool) {
 	return "", false
 }
 
-// Compute returns every row, sorted by namespace and name, with the phase
-// Courier can tell without a copy engine: Invalid for entries that cannot be
-// copied, SourceMissing when the source does not exist, else Pending.
+// Compute returns every row of every HelmOp, sorted by namespace and name,
+// with the phase Courier can tell without a copy engine (see
+// ComputeHelmOp). The controller computes one HelmOp at a time; Compute is
+// the whole view at once, for tests and benchmarks.
 func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
 	ops, err := in.HelmOps.List(labels.Everything())
 	if err != nil {
@@ -76,39 +77,91 @@ func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
 	}
 	var rows []*courier.DownstreamCopy
 	var problems []Problem
-	clustersByNS := map[string][]*fleet.Cluster{}
-	groupsByNS := map[string][]*fleet.ClusterGroup{}
+	workspaces := map[string]*workspace{}
 	for _, op := range ops {
-		ns := op.Namespace
-		if _, ok := clustersByNS[ns]; !ok {
-			if clustersByNS[ns], err = in.Clusters.Clusters(ns).List(labels.Everything()); err != nil {
+		ws, ok := workspaces[op.Namespace]
+		if !ok {
+			if ws, err = listWorkspace(in, op.Namespace); err != nil {
 				return nil, nil, err
 			}
-			if groupsByNS[ns], err = in.ClusterGroups.ClusterGroups(ns).List(labels.Everything()); err != nil {
+			workspaces[op.Namespace] = ws
+		}
+		opRows, opProblems, err := computeHelmOp(in, op, ws)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, opRows...)
+		problems = append(problems, opProblems...)
+	}
+	sortRows(rows)
+	return dedupe(rows), problems, nil
+}
+
+// ComputeHelmOp returns one HelmOp's rows, sorted by name: one per Cluster
+// of its namespace that it targets and resource listed for that Cluster,
+// with the phase Courier can tell without a copy engine (baseStatus):
+// Invalid for entries that cannot be copied, SourceMissing when the source
+// does not exist, else Pending. Its cost is that of targeting the Clusters
+// of one namespace and looking up the HelmOp's sources.
+func ComputeHelmOp(in Inputs, op *fleet.HelmOp) ([]*courier.DownstreamCopy, []Problem, error) {
+	ws, err := listWorkspace(in, op.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, problems, err := computeHelmOp(in, op, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	sortRows(rows)
+	return dedupe(rows), problems, nil
+}
+
+// workspace is what targeting needs of one namespace (a Fleet workspace).
+type workspace struct {
+	clusters []*fleet.Cluster
+	groups   []*fleet.ClusterGroup
+}
+
+func listWorkspace(in Inputs, namespace string) (*workspace, error) {
+	clusters, err := in.Clusters.Clusters(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	groups, err := in.ClusterGroups.ClusterGroups(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	return &workspace{clusters: clusters, groups: groups}, nil
+}
+
+// computeHelmOp returns op's rows, unsorted.
+func computeHelmOp(in Inputs, op *fleet.HelmOp, ws *workspace) ([]*courier.DownstreamCopy, []Problem, error) {
+	var rows []*courier.DownstreamCopy
+	var problems []Problem
+	matches, errs := targeting.Resolve(op, ws.clusters, ws.groups)
+	for _, e := range errs {
+		problems = append(problems, Problem{HelmOp: types.NamespacedName{Namespace: op.Namespace, Name: op.Name}, Err: e})
+	}
+	for _, m := range matches {
+		for _, res := range m.Options.Resources {
+			row, err := rowFor(in, op, m, res)
+			if err != nil {
 				return nil, nil, err
 			}
-		}
-		matches, errs := targeting.Resolve(op, clustersByNS[ns], groupsByNS[ns])
-		for _, e := range errs {
-			problems = append(problems, Problem{HelmOp: types.NamespacedName{Namespace: ns, Name: op.Name}, Err: e})
-		}
-		for _, m := range matches {
-			for _, res := range m.Options.Resources {
-				row, err := rowFor(in, op, m, res)
-				if err != nil {
-					return nil, nil, err
-				}
-				rows = append(rows, row)
-			}
+			rows = append(rows, row)
 		}
 	}
+	return rows, problems, nil
+}
+
+// sortRows sorts rows by namespace and name.
+func sortRows(rows []*courier.DownstreamCopy) {
 	sort.Slice(rows, func(i, j int) bool {
 		if rows[i].Namespace != rows[j].Namespace {
 			return rows[i].Namespace < rows[j].Namespace
 		}
 		return rows[i].Name < rows[j].Name
 	})
-	return dedupe(rows), problems, nil
 }
 
 // dedupe drops rows whose names collide (possible only when sanitising maps
@@ -142,36 +195,54 @@ func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.Downstream
 			KeepResources:  m.Options.KeepResources,
 		},
 	}
-	kind, ok := SupportedKind(res.Kind)
+	if kind, ok := SupportedKind(res.Kind); ok && res.Name != "" {
+		row.Spec.Source.Kind = kind
+		lister := in.Secrets
+		if kind == "ConfigMap" {
+			lister = in.ConfigMaps
+		}
+		obj, err := lister.ByNamespace(op.Namespace).Get(res.Name)
+		switch {
+		case err == nil:
+			accessor, err := meta.Accessor(obj)
+			if err != nil {
+				return nil, err
+			}
+			row.Spec.Source.ResourceVersion = accessor.GetResourceVersion()
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	row.Status = baseStatus(row.Namespace, row.Spec)
+	return row, nil
+}
+
+// Copyable reports whether the copy engine may write a row with this spec:
+// its kind is supported, it names its source, and the source exists (an
+// object read from the API always has a resourceVersion; a missing source
+// has none in the row). The view computes a row's phase before the engine
+// sees it (baseStatus) from the same spec by the same rule, so the engine
+// never decides what to copy from a status field.
+func Copyable(spec courier.DownstreamCopySpec) bool {
+	_, ok := SupportedKind(spec.Source.Kind)
+	return ok && spec.Source.Name != "" && spec.Source.ResourceVersion != ""
+}
+
+// baseStatus is a row's status from its spec alone, before anything the
+// engine recorded: Invalid for an unsupported kind or a missing name,
+// SourceMissing when the source does not exist, else Pending (Copyable).
+func baseStatus(namespace string, spec courier.DownstreamCopySpec) courier.DownstreamCopyStatus {
+	src := spec.Source
+	kind, ok := SupportedKind(src.Kind)
 	switch {
 	case !ok:
-		row.Status = status(courier.CopyPhaseInvalid, fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", res.Kind))
-		return row, nil
-	case res.Name == "":
-		row.Status = status(courier.CopyPhaseInvalid, fmt.Sprintf("%s entry has no name", kind))
-		return row, nil
+		return status(courier.CopyPhaseInvalid, fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", src.Kind))
+	case src.Name == "":
+		return status(courier.CopyPhaseInvalid, fmt.Sprintf("%s entry has no name", kind))
+	case src.ResourceVersion == "":
+		return status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s %s/%s does not exist", kind, namespace, src.Name))
 	}
-	row.Spec.Source.Kind = kind
-
-	lister := in.Secrets
-	if kind == "ConfigMap" {
-		lister = in.ConfigMaps
-	}
-	obj, err := lister.ByNamespace(op.Namespace).Get(res.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		row.Status = status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s %s/%s does not exist", kind, op.Namespace, res.Name))
-		return row, nil
-	case err != nil:
-		return nil, err
-	}
-	accessor, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
-	}
-	row.Spec.Source.ResourceVersion = accessor.GetResourceVersion()
-	row.Status = status(courier.CopyPhasePending, fmt.Sprintf("%s %s/%s is not copied to cluster %s yet", kind, op.Namespace, res.Name, m.Cluster.Name))
-	return row, nil
+	return status(courier.CopyPhasePending, fmt.Sprintf("%s %s/%s is not copied to cluster %s yet", kind, namespace, src.Name, spec.Cluster))
 }
 
 // status returns a status with the given phase and a Ready condition that

@@ -1,6 +1,7 @@
 package copyview
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,40 +17,62 @@ import (
 
 // inputsFrom builds Inputs over indexers holding the given objects, the way
 // informers would hold them (sources as metadata only).
-func inputsFrom(t *testing.T, objs ...any) Inputs {
+func inputsFrom(t testing.TB, objs ...any) Inputs {
+	t.Helper()
+	return newCaches(t, objs...).inputs()
+}
+
+// caches are the indexers informers would fill; helmOps has ListedIndex,
+// as NewController adds it.
+type caches struct {
+	helmOps, clusters, groups, secrets, configMaps cache.Indexer
+}
+
+func newCaches(t testing.TB, objs ...any) *caches {
 	t.Helper()
 	idx := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
-	ops, clusters, groups, secrets, cms := idx(), idx(), idx(), idx(), idx()
+	c := &caches{helmOps: idx(), clusters: idx(), groups: idx(), secrets: idx(), configMaps: idx()}
+	if err := c.helmOps.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *fleet.HelmOp:
-			err = ops.Add(o)
-		case *fleet.Cluster:
-			err = clusters.Add(o)
-		case *fleet.ClusterGroup:
-			err = groups.Add(o)
-		case *metav1.PartialObjectMetadata:
-			if o.Kind == "Secret" {
-				err = secrets.Add(o)
-			} else {
-				err = cms.Add(o)
-			}
-		default:
-			t.Fatalf("unexpected object %T", o)
-		}
-		if err != nil {
+		if err := c.indexerFor(o).Add(o); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return c
+}
+
+// indexerFor returns the indexer that holds objects like o.
+func (c *caches) indexerFor(o any) cache.Indexer {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	switch o := o.(type) {
+	case *fleet.HelmOp:
+		return c.helmOps
+	case *fleet.Cluster:
+		return c.clusters
+	case *fleet.ClusterGroup:
+		return c.groups
+	case *metav1.PartialObjectMetadata:
+		if o.Kind == "Secret" {
+			return c.secrets
+		}
+		return c.configMaps
+	}
+	panic(fmt.Sprintf("unexpected object %T", o))
+}
+
+func (c *caches) inputs() Inputs {
 	return Inputs{
-		HelmOps:       fleetlisters.NewHelmOpLister(ops),
-		Clusters:      fleetlisters.NewClusterLister(clusters),
-		ClusterGroups: fleetlisters.NewClusterGroupLister(groups),
-		Secrets:       cache.NewGenericLister(secrets, corev1.Resource("secrets")),
-		ConfigMaps:    cache.NewGenericLister(cms, corev1.Resource("configmaps")),
+		HelmOps:       fleetlisters.NewHelmOpLister(c.helmOps),
+		Clusters:      fleetlisters.NewClusterLister(c.clusters),
+		ClusterGroups: fleetlisters.NewClusterGroupLister(c.groups),
+		Secrets:       cache.NewGenericLister(c.secrets, corev1.Resource("secrets")),
+		ConfigMaps:    cache.NewGenericLister(c.configMaps, corev1.Resource("configmaps")),
 	}
 }
 

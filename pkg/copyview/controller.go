@@ -3,9 +3,12 @@ package copyview
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
@@ -16,23 +19,66 @@ import (
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
-// recomputeKey is the only key in the queue: any change to any input
-// recomputes every row, and the queue folds a burst of changes into one pass.
-const recomputeKey = "rows"
+// workers is how many HelmOps are synced at once.
+const workers = 2
 
-// Controller keeps a store of rows in step with the informers behind Inputs.
+// Informers are the informers the rows are computed from; Inputs must be
+// listers over the same caches.
+type Informers struct {
+	HelmOps       cache.SharedIndexInformer
+	Clusters      cache.SharedIndexInformer
+	ClusterGroups cache.SharedIndexInformer
+	// Secrets and ConfigMaps are metadata-only informers
+	// (*metav1.PartialObjectMetadata).
+	Secrets    cache.SharedIndexInformer
+	ConfigMaps cache.SharedIndexInformer
+}
+
+// Controller keeps a store of rows in step with the informers behind
+// Inputs, one HelmOp at a time: the queue holds HelmOp keys
+// ("<namespace>/<name>"), each input change queues only the HelmOps it can
+// affect (see events.go), and each sync writes only that HelmOp's rows.
+// A status the engine records updates just that row.
 type Controller struct {
 	inputs Inputs
-	store  *memstore.Store[*courier.DownstreamCopy]
-	engine Engine // nil when no copy engine runs
-	synced []cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
-	now    func() time.Time
+	// helmOps is the HelmOp informer's indexer, with ListedIndex.
+	helmOps cache.Indexer
+	store   *memstore.Store[*courier.DownstreamCopy]
+	engine  Engine // nil when no copy engine runs
+	synced  []cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+	now     func() time.Time
+	// started is set once the informers have synced and every HelmOp is
+	// queued: event handlers queue nothing before, the first pass covers it.
+	started atomic.Bool
 
-	mu       sync.Mutex
-	since    map[string]phaseSince // row key -> when it entered its phase
-	problems map[string]bool       // targeting problems already logged
-	ready    bool
+	mu sync.Mutex
+	// work is what each queued HelmOp needs done.
+	work map[types.NamespacedName]*work
+	// rows are the rows each HelmOp has in the store.
+	rows  map[types.NamespacedName]*helmOpRows
+	since map[string]phaseSince // row key -> when it entered its phase
+	// initial holds the HelmOps of the first pass not synced yet; nil once
+	// they all are.
+	initial map[types.NamespacedName]bool
+	ready   bool
+}
+
+// work is what a queued HelmOp needs: a full sync, or only some of its
+// rows' statuses or its leftover rows brought up to date.
+type work struct {
+	full      bool
+	leftovers bool
+	rows      map[string]bool
+}
+
+// helmOpRows is what the view knows of one HelmOp's rows in the store.
+type helmOpRows struct {
+	// keys are the row keys it has in the store: true for its wanted rows
+	// (computed), false for the rows of its leftover copies.
+	keys map[string]bool
+	// problems are its targeting problems already logged.
+	problems map[string]bool
 }
 
 type phaseSince struct {
@@ -40,42 +86,102 @@ type phaseSince struct {
 	at    metav1.Time
 }
 
-// NewController returns a controller that recomputes the rows into store
-// whenever one of the given informers reports a change. engine may be nil:
-// the rows then show what the view alone can tell.
-func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, informers ...cache.SharedIndexInformer) (*Controller, error) {
-	c := &Controller{
-		inputs: inputs,
-		store:  store,
-		engine: engine,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "downstreamcopies"}),
-		now:      time.Now,
-		since:    map[string]phaseSince{},
-		problems: map[string]bool{},
+// NewController returns a controller that keeps the rows in store up to
+// date as the informers report changes. It adds ListedIndex to the HelmOp
+// informer, so it must be called before that informer starts. engine may
+// be nil: the rows then show what the view alone can tell.
+func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, informers Informers) (*Controller, error) {
+	if err := informers.HelmOps.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
+		return nil, err
 	}
-	enqueue := func(any) { c.queue.Add(recomputeKey) }
-	for _, inf := range informers {
-		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    enqueue,
-			UpdateFunc: func(_, _ any) { c.queue.Add(recomputeKey) },
-			DeleteFunc: enqueue,
-		})
+	c := newController(inputs, store, engine, informers.HelmOps.GetIndexer())
+	for _, h := range []struct {
+		inf     cache.SharedIndexInformer
+		handler cache.ResourceEventHandler
+	}{
+		{informers.HelmOps, c.helmOpEvents()},
+		{informers.Clusters, c.clusterEvents()},
+		{informers.ClusterGroups, c.clusterGroupEvents()},
+		{informers.Secrets, c.sourceEvents("Secret")},
+		{informers.ConfigMaps, c.sourceEvents("ConfigMap")},
+	} {
+		reg, err := h.inf.AddEventHandler(h.handler)
 		if err != nil {
 			return nil, err
 		}
-		c.synced = append(c.synced, inf.HasSynced, reg.HasSynced)
+		c.synced = append(c.synced, h.inf.HasSynced, reg.HasSynced)
 	}
 	return c, nil
 }
 
-// Enqueue asks for a recompute, for example because the engine recorded a
-// new status.
-func (c *Controller) Enqueue() { c.queue.Add(recomputeKey) }
+// newController returns a controller without informers; helmOps is an
+// indexer of HelmOps with ListedIndex.
+func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, helmOps cache.Indexer) *Controller {
+	return &Controller{
+		inputs:  inputs,
+		helmOps: helmOps,
+		store:   store,
+		engine:  engine,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "downstreamcopies"}),
+		now:   time.Now,
+		work:  map[types.NamespacedName]*work{},
+		rows:  map[types.NamespacedName]*helmOpRows{},
+		since: map[string]phaseSince{},
+	}
+}
 
-// Ready reports whether the informers have synced and the first full set of
-// rows is in the store: until then a list would show too few rows.
+// StatusChanged is told what the engine's record changed: the rows named
+// get the engine's status again (nothing else is recomputed), and a HelmOp
+// whose leftover copies changed gets its leftover rows again.
+func (c *Controller) StatusChanged(changes []StatusChange) {
+	for _, ch := range changes {
+		c.mu.Lock()
+		w := c.workLocked(ch.HelmOp)
+		w.leftovers = w.leftovers || ch.Leftovers
+		for _, key := range ch.Rows {
+			w.rows[key] = true
+		}
+		c.mu.Unlock()
+		c.queue.Add(ch.HelmOp.String())
+	}
+}
+
+// enqueue asks for a full sync of a HelmOp.
+func (c *Controller) enqueue(op types.NamespacedName) {
+	c.mu.Lock()
+	c.workLocked(op).full = true
+	c.mu.Unlock()
+	c.queue.Add(op.String())
+}
+
+func (c *Controller) workLocked(op types.NamespacedName) *work {
+	w := c.work[op]
+	if w == nil {
+		w = &work{rows: map[string]bool{}}
+		c.work[op] = w
+	}
+	return w
+}
+
+// takeWork returns what a HelmOp needs and forgets it: what is asked from
+// now on is queued anew. A key queued with no work recorded gets a full
+// sync.
+func (c *Controller) takeWork(op types.NamespacedName) *work {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.work[op]
+	delete(c.work, op)
+	if w == nil {
+		w = &work{full: true}
+	}
+	return w
+}
+
+// Ready reports whether the informers have synced and the first pass put
+// every HelmOp's rows in the store: until then a list would show too few
+// rows.
 func (c *Controller) Ready() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,13 +197,62 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForNamedCacheSync("downstreamcopies", ctx.Done(), c.synced...) {
 		return
 	}
-	c.queue.Add(recomputeKey)
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for c.processNext(ctx) {
-		}
-	}, time.Second)
+	if err := c.queueAll(); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Listing HelmOps failed")
+		return
+	}
+	for i := 0; i < workers; i++ {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.processNext(ctx) {
+			}
+		}, time.Second)
+	}
 	logger.Info("Started downstreamcopies view")
 	<-ctx.Done()
+}
+
+// queueAll starts the first pass: every HelmOp is queued, and the view is
+// ready once each has been synced.
+func (c *Controller) queueAll() error {
+	// Handlers queue from now on. An event whose handler ran before this
+	// changed the informer's cache before, so the list below sees it.
+	c.started.Store(true)
+	ops, err := c.inputs.HelmOps.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.initial = make(map[types.NamespacedName]bool, len(ops))
+	for _, op := range ops {
+		c.initial[types.NamespacedName{Namespace: op.Namespace, Name: op.Name}] = true
+	}
+	c.mu.Unlock()
+	for _, op := range ops {
+		c.enqueue(types.NamespacedName{Namespace: op.Namespace, Name: op.Name})
+	}
+	c.initialDone(types.NamespacedName{}) // no HelmOps: ready at once
+	return nil
+}
+
+// initialDone records that op has been synced; once every HelmOp of the
+// first pass has, the view is ready and the engine is told it has seen
+// every HelmOp.
+func (c *Controller) initialDone(op types.NamespacedName) {
+	c.mu.Lock()
+	if c.initial == nil {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.initial, op)
+	done := len(c.initial) == 0
+	if done {
+		c.initial = nil
+		c.ready = true
+	}
+	c.mu.Unlock()
+	if done && c.engine != nil {
+		c.engine.DesiredComplete()
+	}
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {
@@ -106,8 +261,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if err := c.recompute(ctx); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Recomputing downstreamcopies failed; retrying")
+	if err := c.process(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing downstreamcopies failed; retrying", "helmop", key)
 		c.queue.AddRateLimited(key)
 		return true
 	}
@@ -115,66 +270,31 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-func (c *Controller) recompute(ctx context.Context) error {
-	rows, problems, err := Compute(c.inputs)
+// process does what a HelmOp's key was queued for. On an error the HelmOp
+// is marked for a full sync, which the retry does.
+func (c *Controller) process(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
+		return nil // not a key this controller queues
+	}
+	op := types.NamespacedName{Namespace: ns, Name: name}
+	w := c.takeWork(op)
+	if w.full {
+		err = c.syncHelmOp(ctx, op)
+	} else {
+		if w.leftovers {
+			c.syncLeftovers(op)
+		}
+		c.refreshRows(op, w.rows)
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.workLocked(op).full = true
+		c.mu.Unlock()
 		return err
 	}
-	if c.engine != nil {
-		c.engine.SetDesired(rows)
-		for _, r := range rows {
-			if st, ok := c.engine.Status(r.Namespace + "/" + r.Name); ok {
-				overlay(r, st)
-			}
-		}
-		rows = withLeftovers(rows, c.engine.Leftovers())
+	if w.full {
+		c.initialDone(op)
 	}
-	c.mu.Lock()
-	c.logNewProblems(ctx, problems)
-	c.stampTransitions(rows)
-	c.mu.Unlock()
-	c.store.Replace(rows)
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
 	return nil
-}
-
-// stampTransitions sets each row's Ready condition LastTransitionTime to
-// when the row entered its current phase, and forgets rows that are gone.
-func (c *Controller) stampTransitions(rows []*courier.DownstreamCopy) {
-	seen := make(map[string]bool, len(rows))
-	now := metav1.NewTime(c.now().Truncate(time.Second))
-	for _, r := range rows {
-		key := r.Namespace + "/" + r.Name
-		seen[key] = true
-		s, ok := c.since[key]
-		if !ok || s.phase != r.Status.Phase {
-			s = phaseSince{phase: r.Status.Phase, at: now}
-			c.since[key] = s
-		}
-		for i := range r.Status.Conditions {
-			r.Status.Conditions[i].LastTransitionTime = s.at
-		}
-		r.CreationTimestamp = now
-	}
-	for key := range c.since {
-		if !seen[key] {
-			delete(c.since, key)
-		}
-	}
-}
-
-// logNewProblems logs each targeting problem once, when it first appears,
-// rather than on every recompute.
-func (c *Controller) logNewProblems(ctx context.Context, problems []Problem) {
-	current := make(map[string]bool, len(problems))
-	for _, p := range problems {
-		key := p.HelmOp.String() + ": " + p.Err.Error()
-		current[key] = true
-		if !c.problems[key] {
-			klog.FromContext(ctx).Info("HelmOp target matches no cluster", "helmop", p.HelmOp, "problem", p.Err.Error())
-		}
-	}
-	c.problems = current
 }

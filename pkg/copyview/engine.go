@@ -17,19 +17,42 @@ type EngineStatus struct {
 	LastSyncTime          *metav1.Time
 }
 
-// Engine is the copy engine as the view sees it: it is told the rows, and
-// reports what happened to each. Defined here, where it is used, so the
-// view does not depend on the engine's implementation.
+// Engine is the copy engine as the view sees it: it is told each HelmOp's
+// rows, and reports what happened to each. Defined here, where it is used,
+// so the view does not depend on the engine's implementation.
+//
+// Data flows one way: the engine takes what to copy from the rows' specs
+// (see Copyable), never from their status, and the view learns what the
+// engine did only through Status, Leftovers and the StatusChange
+// notifications the engine sends.
 type Engine interface {
-	// SetDesired receives every row (with the phase the view computed) after
-	// each recompute. It must not keep the rows.
-	SetDesired(rows []*courier.DownstreamCopy)
+	// SetDesired replaces what one HelmOp wants copied with its rows (nil
+	// or empty when it has none, or is gone): the rows as the view computed
+	// them, before anything from Status is overlaid. It must not keep the
+	// rows.
+	SetDesired(helmOp types.NamespacedName, rows []*courier.DownstreamCopy)
+	// DesiredComplete says that every HelmOp has been handed over once
+	// since the start: until then the engine must not remove copies
+	// (a HelmOp not handed over yet would look as if it wanted nothing).
+	DesiredComplete()
 	// Status returns the engine's record for a row ("<namespace>/<name>").
 	Status(rowKey string) (EngineStatus, bool)
-	// Leftovers returns the copies Courier made that no row wants any more
-	// and that are still downstream: kept (keepResources) or not removed
-	// yet.
-	Leftovers() []Leftover
+	// Leftovers returns the copies Courier made for one HelmOp (which may
+	// be gone) that no row wants any more and that are still downstream:
+	// kept (keepResources) or not removed yet.
+	Leftovers(helmOp types.NamespacedName) []Leftover
+}
+
+// StatusChange is what changed in the engine's record for one HelmOp, as
+// the engine tells the view (see Controller.StatusChanged).
+type StatusChange struct {
+	HelmOp types.NamespacedName
+	// Rows are the keys ("<namespace>/<name>") of the HelmOp's rows whose
+	// recorded status changed.
+	Rows []string
+	// Leftovers is true when the HelmOp's leftover copies (Kept, Deleting)
+	// changed in some cluster.
+	Leftovers bool
 }
 
 // Leftover is a copy Courier made that no row wants any more, as the
@@ -72,21 +95,26 @@ func leftoverRow(l Leftover) *courier.DownstreamCopy {
 	return row
 }
 
-// withLeftovers adds the leftover copies' rows to rows. A wanted row wins
-// over a leftover of the same name (a copy left in a previous destination
-// namespace, say), and of two leftovers of one name the first is kept.
+// withLeftovers adds the leftover copies' rows to rows (see leftoverRows).
 func withLeftovers(rows []*courier.DownstreamCopy, leftovers []Leftover) []*courier.DownstreamCopy {
-	if len(leftovers) == 0 {
-		return rows
-	}
-	taken := make(map[string]bool, len(rows))
+	wanted := make(map[string]bool, len(rows))
 	for _, r := range rows {
-		taken[r.Namespace+"/"+r.Name] = true
+		wanted[rowKey(r)] = true
 	}
+	return append(rows, leftoverRows(wanted, leftovers)...)
+}
+
+// leftoverRows returns the rows of leftover copies. A wanted row (a true
+// value in wanted, by row key) wins over a leftover of the same name (a
+// copy left in a previous destination namespace, say), and of two
+// leftovers of one name the first is kept.
+func leftoverRows(wanted map[string]bool, leftovers []Leftover) []*courier.DownstreamCopy {
+	var rows []*courier.DownstreamCopy
+	seen := map[string]bool{}
 	for _, l := range leftovers {
 		r := leftoverRow(l)
-		if key := r.Namespace + "/" + r.Name; !taken[key] {
-			taken[key] = true
+		if key := rowKey(r); !wanted[key] && !seen[key] {
+			seen[key] = true
 			rows = append(rows, r)
 		}
 	}

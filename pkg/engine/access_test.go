@@ -192,7 +192,7 @@ func (w *identityWorld) pass(cluster, rv string) {
 			rows = append(rows, r)
 		}
 	}
-	w.env.e.SetDesired(rows)
+	w.env.setDesired(rows...)
 	drain(w.env.e.queue)
 	_ = w.env.e.reconcileCluster(w.env.ctx, fleetNS+"/"+cluster) // Forbidden rows retry: checked by the caller
 }

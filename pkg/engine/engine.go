@@ -5,17 +5,15 @@
 //
 // Work is queued per Cluster, and several workers run at once, so a slow,
 // forbidden or unreachable cluster never delays another. The desired state
-// comes from the downstreamcopies view (SetDesired); the engine never
-// reads HelmOps itself, so the view and the engine cannot disagree on
-// targeting.
+// comes from the downstreamcopies view, one HelmOp at a time (SetDesired,
+// desired.go); the engine never reads HelmOps itself, so the view and the
+// engine cannot disagree on targeting.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +33,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -64,9 +61,10 @@ type Config struct {
 	// Recorder receives Events about HelmOps; the correlator aggregates
 	// repeats.
 	Recorder record.EventRecorder
-	// OnStatusChange is called (without locks held) when a row's recorded
-	// status changed, so the view recomputes.
-	OnStatusChange func()
+	// OnStatusChange is called (without locks held) when rows' recorded
+	// statuses or HelmOps' leftover copies changed, naming them, so the
+	// view updates just those rows.
+	OnStatusChange func([]copyview.StatusChange)
 	// Workers is how many clusters are reconciled at once (DefaultWorkers).
 	Workers int
 	// ResyncPeriod requeues every Cluster, which also sweeps copies nothing
@@ -87,20 +85,6 @@ type Config struct {
 	// DrainTimeout bounds how long Run waits, once its context is done, for
 	// the groups of copies being written to finish (default 20 seconds).
 	DrainTimeout time.Duration
-}
-
-// desiredCopy is one row as the engine needs it.
-type desiredCopy struct {
-	rowKey         string
-	helmOp         types.NamespacedName
-	kind, name     string
-	targetNS       string
-	serviceAccount string
-	keep           bool
-	sourceRV       string
-	// copyable is false for rows the engine must not write (Invalid) and
-	// for sources that do not exist (whose copies stay where they are).
-	copyable bool
 }
 
 // DefaultWorkers is how many clusters are reconciled at once unless
@@ -127,11 +111,12 @@ type Engine struct {
 	// is started, the ones in flight finish.
 	draining atomic.Bool
 
-	mu          sync.Mutex
-	haveDesired bool
-	desired     map[string][]desiredCopy // cluster key -> copies
-	statuses    map[string]copyview.EngineStatus
-	leftovers   map[string][]copyview.Leftover // cluster key -> copies no row wants
+	mu        sync.Mutex
+	desired   desiredState
+	statuses  map[string]copyview.EngineStatus // row key -> what the engine saw
+	leftovers leftoverState
+	// pending is what the next notify tells the view, by HelmOp.
+	pending map[types.NamespacedName]*pendingChange
 	// echoes are the resourceVersions of the engine's own last writes, by
 	// echoKey: the watch event of such a write needs no pass.
 	echoes     map[string]string
@@ -156,7 +141,7 @@ func New(cfg Config) *Engine {
 		cfg.AgentNamespace = "cattle-fleet-system"
 	}
 	if cfg.OnStatusChange == nil {
-		cfg.OnStatusChange = func() {}
+		cfg.OnStatusChange = func([]copyview.StatusChange) {}
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 20 * time.Second
@@ -169,9 +154,10 @@ func New(cfg Config) *Engine {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
 		sources:    newSourceCache(cfg.Upstream),
 		now:        time.Now,
-		desired:    map[string][]desiredCopy{},
+		desired:    newDesiredState(),
 		statuses:   map[string]copyview.EngineStatus{},
-		leftovers:  map[string][]copyview.Leftover{},
+		leftovers:  newLeftoverState(),
+		pending:    map[types.NamespacedName]*pendingChange{},
 		echoes:     map[string]string{},
 		observedAt: map[string]time.Time{},
 	}
@@ -187,147 +173,13 @@ func (e *Engine) SetLeading(leading bool) {
 	if e.leading.Swap(leading) == leading {
 		return
 	}
-	e.mu.Lock()
-	ready := e.haveDesired
-	e.mu.Unlock()
-	if ready {
+	if e.desiredComplete() {
 		e.queueAllClusters()
 	}
 }
 
 // Leading reports whether the engine writes.
 func (e *Engine) Leading() bool { return e.leading.Load() }
-
-// SetDesired takes the full set of rows and queues every cluster whose
-// copies changed. The first call also queues every Cluster, so copies left
-// by HelmOps deleted while Courier was down are swept.
-func (e *Engine) SetDesired(rows []*courier.DownstreamCopy) {
-	next := map[string][]desiredCopy{}
-	keep := map[sourceKey]bool{}
-	for _, r := range rows {
-		d := desiredCopy{
-			rowKey:         r.Namespace + "/" + r.Name,
-			helmOp:         types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.HelmOp},
-			kind:           r.Spec.Source.Kind,
-			name:           r.Spec.Source.Name,
-			targetNS:       r.Spec.Target.Namespace,
-			serviceAccount: r.Spec.ServiceAccount,
-			keep:           r.Spec.KeepResources,
-			sourceRV:       r.Spec.Source.ResourceVersion,
-			copyable:       r.Status.Phase == courier.CopyPhasePending,
-		}
-		key := r.Namespace + "/" + r.Spec.Cluster
-		next[key] = append(next[key], d)
-		if d.copyable {
-			keep[sourceKey{d.kind, r.Namespace, d.name}] = true
-		}
-	}
-	now := e.now()
-	e.mu.Lock()
-	first := !e.haveDesired
-	e.haveDesired = true
-	var changed []string
-	for key, copies := range next {
-		sort.Slice(copies, func(i, j int) bool { return copies[i].rowKey < copies[j].rowKey })
-		if !reflect.DeepEqual(copies, e.desired[key]) {
-			changed = append(changed, key)
-		}
-	}
-	for key := range e.desired {
-		if _, ok := next[key]; !ok {
-			changed = append(changed, key)
-		}
-	}
-	seen := map[string]bool{}
-	old := map[string]string{}
-	for _, copies := range e.desired {
-		for _, c := range copies {
-			old[c.rowKey] = c.sourceRV
-		}
-	}
-	for _, copies := range next {
-		for _, c := range copies {
-			seen[c.rowKey] = true
-			if prev, ok := old[c.rowKey]; !ok || prev != c.sourceRV {
-				e.observedAt[c.rowKey] = now
-			}
-		}
-	}
-	for k := range e.observedAt {
-		if !seen[k] {
-			delete(e.observedAt, k)
-		}
-	}
-	for k := range e.statuses {
-		if !seen[k] {
-			delete(e.statuses, k)
-		}
-	}
-	e.desired = next
-	e.indexWanted(next)
-	e.mu.Unlock()
-
-	e.sources.retain(keep)
-	for _, key := range changed {
-		e.queue.Add(key)
-	}
-	if first {
-		e.queueAllClusters()
-	}
-}
-
-// Status returns what the engine last recorded for a row.
-func (e *Engine) Status(rowKey string) (copyview.EngineStatus, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s, ok := e.statuses[rowKey]
-	return s, ok
-}
-
-// Leftovers returns the copies no row wants any more that the last pass
-// over each cluster found still there (kept, or not removed yet).
-func (e *Engine) Leftovers() []copyview.Leftover {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []copyview.Leftover
-	for _, l := range e.leftovers {
-		out = append(out, l...)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.HelmOp != b.HelmOp {
-			return a.HelmOp.String() < b.HelmOp.String()
-		}
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Name != b.Name {
-			return a.Name < b.Name
-		}
-		return a.TargetNamespace < b.TargetNamespace
-	})
-	return out
-}
-
-// setLeftovers records a cluster's leftover copies and reports whether
-// they changed (nil forgets the cluster).
-func (e *Engine) setLeftovers(clusterKey string, left []copyview.Leftover) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	prev, had := e.leftovers[clusterKey]
-	if len(left) == 0 {
-		delete(e.leftovers, clusterKey)
-		return had && len(prev) > 0
-	}
-	if reflect.DeepEqual(prev, left) {
-		return false
-	}
-	e.leftovers[clusterKey] = left
-	return true
-}
 
 // ClusterChanged queues a cluster, for example when one of its copies
 // changed downstream (drift).
@@ -422,10 +274,7 @@ func (e *Engine) Run(ctx context.Context) {
 		}()
 	}
 	go wait.UntilWithContext(ctx, func(context.Context) {
-		e.mu.Lock()
-		ready := e.haveDesired
-		e.mu.Unlock()
-		if ready {
+		if e.desiredComplete() {
 			e.queueAllClusters()
 		}
 	}, e.cfg.ResyncPeriod)
@@ -456,6 +305,13 @@ func (e *Engine) processNext(ctx context.Context) bool {
 		// started yet is left for the next process (or leader).
 		return false
 	}
+	if !e.desiredComplete() {
+		// Not every HelmOp has been handed over yet: a pass now would
+		// remove the copies of those still to come. DesiredComplete queues
+		// every Cluster.
+		e.queue.Forget(key)
+		return true
+	}
 	if err := e.reconcileCluster(ctx, key); err != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster not converged; retrying", "cluster", key, "err", err)
 		e.queue.AddRateLimited(key)
@@ -463,32 +319,6 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	}
 	e.queue.Forget(key)
 	return true
-}
-
-// record stores a row's status and reports whether it changed.
-func (e *Engine) record(rowKey string, s copyview.EngineStatus) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	prev, ok := e.statuses[rowKey]
-	if ok && prev.Phase == s.Phase && prev.Message == s.Message && prev.SyncedResourceVersion == s.SyncedResourceVersion {
-		return false
-	}
-	if s.LastSyncTime == nil && ok {
-		s.LastSyncTime = prev.LastSyncTime
-	}
-	// A copy found current (after a restart, say) counts as synced now, the
-	// first time this process confirms it.
-	if s.LastSyncTime == nil && s.Phase == courier.CopyPhaseSynced {
-		s.LastSyncTime = nowTime(e.now())
-	}
-	e.statuses[rowKey] = s
-	return true
-}
-
-func (e *Engine) copiesFor(clusterKey string) []desiredCopy {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]desiredCopy(nil), e.desired[clusterKey]...)
 }
 
 // helmOpRef is the object Events about a copy are recorded on.

@@ -489,7 +489,7 @@ func TestSweep(t *testing.T) {
 				// row: Kept under keepResources. Objects that are not its
 				// copies for c1 give no row.
 				var leftovers []string
-				for _, l := range env.e.Leftovers() {
+				for _, l := range env.leftovers() {
 					leftovers = append(leftovers, fmt.Sprintf("%s %s/%s %s", l.Phase, l.TargetNamespace, l.Name, l.HelmOp.Name))
 				}
 				var wantLeft []string
@@ -555,7 +555,7 @@ func TestSweepErrors(t *testing.T) {
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
 			// A copy that could not be removed has a Deleting row saying why.
 			var leftovers []string
-			for _, l := range env.e.Leftovers() {
+			for _, l := range env.leftovers() {
 				leftovers = append(leftovers, string(l.Phase)+": "+l.Message)
 			}
 			var wantLeft []string
@@ -780,7 +780,7 @@ func TestReconcileNoClient(t *testing.T) {
 // A deleted Cluster's client is dropped; there is nothing left to reach.
 func TestReconcileClusterGone(t *testing.T) {
 	env := newEnv(t, newFakeCluster(true))
-	env.e.SetDesired(nil)
+	env.setDesired()
 	if err := env.e.reconcileCluster(env.ctx, fleetNS+"/gone"); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
@@ -891,7 +891,7 @@ func TestProcessNextRetries(t *testing.T) {
 		return denied, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "db", errors.New("denied"))
 	})
 	env := newEnv(t, down, srcSecret("db", "7"))
-	env.e.SetDesired([]*courier.DownstreamCopy{row("Secret", "db", "7", courier.CopyPhasePending)})
+	env.setDesired(row("Secret", "db", "7", courier.CopyPhasePending))
 	drain(env.e.queue)
 
 	env.e.queue.Add(clusterKey)
@@ -931,64 +931,6 @@ func TestReconcileRequireServiceAccount(t *testing.T) {
 		"Warning Forbidden " + msg,
 		"Normal Removed Secret old removed from apps in cluster c1",
 	})
-}
-
-// SetDesired queues the clusters whose rows changed; the first call
-// queues every Cluster so that copies nothing wants are swept after a
-// restart; statuses of rows that are gone are dropped.
-func TestSetDesired(t *testing.T) {
-	env := newEnv(t, nil)
-	a1 := func() *courier.DownstreamCopy { return row("Secret", "a", "1", courier.CopyPhasePending) }
-	b2 := func() *courier.DownstreamCopy {
-		return rowFor("app", "c2", "Secret", "b", "5", courier.CopyPhasePending)
-	}
-	steps := []struct {
-		name       string
-		rows       []*courier.DownstreamCopy
-		wantQueued []string
-	}{
-		{"first call queues every Cluster", []*courier.DownstreamCopy{a1()}, []string{"fleet-default/c1", "fleet-default/c2", "fleet-default/c3"}},
-		{"same rows again", []*courier.DownstreamCopy{a1()}, []string{}},
-		{"source resourceVersion changed", []*courier.DownstreamCopy{row("Secret", "a", "2", courier.CopyPhasePending)}, []string{"fleet-default/c1"}},
-		{"row added for another cluster", []*courier.DownstreamCopy{row("Secret", "a", "2", courier.CopyPhasePending), b2()}, []string{"fleet-default/c2"}},
-		{"keepResources changed", []*courier.DownstreamCopy{row("Secret", "a", "2", courier.CopyPhasePending), func() *courier.DownstreamCopy {
-			r := b2()
-			r.Spec.KeepResources = true
-			return r
-		}()}, []string{"fleet-default/c2"}},
-		{"source went missing", []*courier.DownstreamCopy{row("Secret", "a", "", courier.CopyPhaseSourceMissing), b2()}, []string{"fleet-default/c1", "fleet-default/c2"}},
-		{"order does not matter", []*courier.DownstreamCopy{b2(), row("Secret", "a", "", courier.CopyPhaseSourceMissing)}, []string{}},
-		{"all rows of a cluster removed", []*courier.DownstreamCopy{b2()}, []string{"fleet-default/c1"}},
-	}
-	for _, s := range steps {
-		// Statuses as if every row had been reconciled.
-		for _, copies := range env.e.desired {
-			for _, c := range copies {
-				env.e.record(c.rowKey, copyview.EngineStatus{Phase: courier.CopyPhaseSynced, Message: s.name})
-			}
-		}
-		env.e.SetDesired(s.rows)
-		if got := drain(env.e.queue); !slices.Equal(got, s.wantQueued) {
-			t.Errorf("%s: queued %q, want %q", s.name, got, s.wantQueued)
-		}
-		want := map[string]bool{}
-		for _, r := range s.rows {
-			want[keyOf(r)] = true
-		}
-		env.e.mu.Lock()
-		for k := range env.e.statuses {
-			if !want[k] {
-				t.Errorf("%s: status of vanished row %s kept", s.name, k)
-			}
-		}
-		env.e.mu.Unlock()
-	}
-	if _, ok := env.e.Status(keyOf(b2())); !ok {
-		t.Error("status of a row still listed was dropped")
-	}
-	if _, ok := env.e.Status(keyOf(a1())); ok {
-		t.Error("status of a removed row is still reported")
-	}
 }
 
 // The data of a copied Secret appears in no status message, Event

@@ -248,7 +248,7 @@ func (f *fakeDownstream) Forget(key string) { f.forgotten = append(f.forgotten, 
 // ---- the engine under test ----
 
 type testEnv struct {
-	t             *testing.T
+	t             testing.TB
 	e             *Engine
 	upstream      *fake.Clientset
 	down          *fakeCluster
@@ -258,11 +258,14 @@ type testEnv struct {
 	logs          ktesting.Buffer
 	ctx           context.Context
 	statusChanges int
+	changes       []copyview.StatusChange // as told to OnStatusChange
+	// ops are the HelmOps setDesired handed rows for last time.
+	ops map[types.NamespacedName]bool
 }
 
 // newEnv builds an engine for upstream sources and one downstream cluster
 // (down may be nil). Clusters c1, c2 and c3 exist in fleet-default.
-func newEnv(t *testing.T, down *fakeCluster, sources ...runtime.Object) *testEnv {
+func newEnv(t testing.TB, down *fakeCluster, sources ...runtime.Object) *testEnv {
 	t.Helper()
 	clusters := newIndexer()
 	for _, name := range []string{"c1", "c2", "c3"} {
@@ -279,13 +282,16 @@ func newEnv(t *testing.T, down *fakeCluster, sources ...runtime.Object) *testEnv
 		env.ds.client = down.client()
 	}
 	env.e = New(Config{
-		UpstreamID:     upstreamID,
-		Upstream:       env.upstream,
-		Clusters:       fleetlisters.NewClusterLister(clusters),
-		HelmOps:        fleetlisters.NewHelmOpLister(helmOps),
-		Downstream:     env.ds,
-		Recorder:       env.recorder,
-		OnStatusChange: func() { env.statusChanges++ },
+		UpstreamID: upstreamID,
+		Upstream:   env.upstream,
+		Clusters:   fleetlisters.NewClusterLister(clusters),
+		HelmOps:    fleetlisters.NewHelmOpLister(helmOps),
+		Downstream: env.ds,
+		Recorder:   env.recorder,
+		OnStatusChange: func(ch []copyview.StatusChange) {
+			env.statusChanges++
+			env.changes = append(env.changes, ch...)
+		},
 	})
 	env.e.now = func() time.Time { return fixedNow }
 	if down != nil {
@@ -301,11 +307,49 @@ func newEnv(t *testing.T, down *fakeCluster, sources ...runtime.Object) *testEnv
 	return env
 }
 
+// setDesired hands the engine every row there is, as the view's first
+// pass does: each HelmOp's rows (nil for a HelmOp that had rows the last
+// time and has none now), then DesiredComplete.
+func (env *testEnv) setDesired(rows ...*courier.DownstreamCopy) {
+	byOp := map[types.NamespacedName][]*courier.DownstreamCopy{}
+	for _, r := range rows {
+		op := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.HelmOp}
+		byOp[op] = append(byOp[op], r)
+	}
+	for op := range env.ops {
+		if _, ok := byOp[op]; !ok {
+			env.e.SetDesired(op, nil)
+		}
+	}
+	env.ops = map[types.NamespacedName]bool{}
+	for op, rs := range byOp {
+		env.ops[op] = true
+		env.e.SetDesired(op, rs)
+	}
+	env.e.DesiredComplete()
+}
+
 // reconcile hands the engine rows and reconciles cluster c1 once.
 func (env *testEnv) reconcile(rows ...*courier.DownstreamCopy) error {
-	env.e.SetDesired(rows)
+	env.setDesired(rows...)
 	drain(env.e.queue)
 	return env.e.reconcileCluster(env.ctx, clusterKey)
+}
+
+// leftovers returns every HelmOp's leftover copies.
+func (env *testEnv) leftovers() []copyview.Leftover {
+	env.e.mu.Lock()
+	var ops []types.NamespacedName
+	for op := range env.e.leftovers.byOp {
+		ops = append(ops, op)
+	}
+	env.e.mu.Unlock()
+	sort.Slice(ops, func(i, j int) bool { return ops[i].String() < ops[j].String() })
+	var out []copyview.Leftover
+	for _, op := range ops {
+		out = append(out, env.e.Leftovers(op)...)
+	}
+	return out
 }
 
 func (env *testEnv) status(r *courier.DownstreamCopy) (copyview.EngineStatus, bool) {

@@ -78,7 +78,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 			checkActions(t, "event", env.takeEvents(), nil)
 			checkStatus(t, "row", env.mustStatus(r), tc.want)
 			var left []string
-			for _, l := range env.e.Leftovers() {
+			for _, l := range env.leftovers() {
 				left = append(left, string(l.Phase)+": "+l.Message)
 			}
 			checkActions(t, "leftovers", left, tc.wantLeft)
@@ -94,7 +94,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 				t.Fatalf("reconcile as leader: %v", err)
 			}
 			checkActions(t, "leader's writes", actionStrings(writes(down.kube.Actions())), tc.leaderDid)
-			if left := env.e.Leftovers(); len(left) != 0 {
+			if left := env.leftovers(); len(left) != 0 {
 				t.Errorf("leftovers after the leader's pass: %+v", left)
 			}
 			if got := env.mustStatus(r).Phase; got != tc.want.Phase && got != courier.CopyPhaseSynced {
@@ -108,7 +108,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 // renewed lease must not cause a pass over every cluster.
 func TestSetLeadingUnchangedQueuesNothing(t *testing.T) {
 	env := newEnv(t, newFakeCluster(true, targetNamespace), srcSecret("db", "7"))
-	env.e.SetDesired([]*courier.DownstreamCopy{rowOf(srcSecret("db", "7"))})
+	env.setDesired(rowOf(srcSecret("db", "7")))
 	drain(env.e.queue)
 	env.e.SetLeading(true)
 	if n := env.e.queue.Len(); n != 0 {
@@ -140,7 +140,7 @@ func TestRunDrainsInFlightWrites(t *testing.T) {
 		rowFor("app", "c1", "Secret", "db", "7", courier.CopyPhasePending),
 		rowFor("app", "c1", "Secret", "api", "8", courier.CopyPhasePending),
 	}
-	env.e.SetDesired(append(rows, rowFor("app", "c2", "Secret", "db", "7", courier.CopyPhasePending)))
+	env.setDesired(append(rows, rowFor("app", "c2", "Secret", "db", "7", courier.CopyPhasePending))...)
 	drain(env.e.queue)
 	env.e.queue.Add(clusterKey)
 	env.e.queue.Add(fleetNS + "/c2") // waits for the only worker

@@ -48,7 +48,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		e.forgetIdentities(key)
 		clusterReachable.DeleteLabelValues(key)
 		if e.setLeftovers(key, nil) {
-			e.cfg.OnStatusChange()
+			e.notify()
 		}
 		return nil
 	} else if err != nil {
@@ -100,13 +100,13 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			}
 			clusterReachable.WithLabelValues(key).Set(0)
 			e.markRest(copies, handled, fatalMsg)
-			e.cfg.OnStatusChange()
+			e.notify()
 			return fatal
 		}
 	}
 	if e.draining.Load() {
 		if changed {
-			e.cfg.OnStatusChange()
+			e.notify()
 		}
 		return nil
 	}
@@ -124,7 +124,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		changed = e.setLeftovers(key, left) || changed
 	}
 	if changed {
-		e.cfg.OnStatusChange()
+		e.notify()
 	}
 	if retryErr != nil {
 		logger.V(2).Info("Cluster has copies that did not converge", "err", retryErr)
@@ -175,7 +175,7 @@ func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg stri
 		}
 	}
 	if changed {
-		e.cfg.OnStatusChange()
+		e.notify()
 	}
 }
 

@@ -58,14 +58,16 @@ func (s *sourceCache) get(ctx context.Context, k sourceKey, rv string) (runtime.
 	return obj, nil
 }
 
-// retain drops every cached source that is not in keep.
-func (s *sourceCache) retain(keep map[sourceKey]bool) {
+// forget drops the given sources from the cache: no copy needs them any
+// more.
+func (s *sourceCache) forget(keys ...sourceKey) {
+	if len(keys) == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.objects {
-		if !keep[k] {
-			delete(s.objects, k)
-		}
+	for _, k := range keys {
+		delete(s.objects, k)
 	}
 }
 

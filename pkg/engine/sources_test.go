@@ -41,7 +41,7 @@ func TestSourceCache(t *testing.T) {
 			},
 			wantGets: []string{"get secrets fleet-default/db"}},
 		{name: "no longer listed: dropped", key: settings, rv: "9", wantRV: "9",
-			before:   func() { s.retain(map[sourceKey]bool{db: true}) },
+			before:   func() { s.forget(settings) },
 			wantGets: []string{"get configmaps fleet-default/settings"}},
 		{name: "still listed: kept", key: db, rv: "8", wantRV: "8"},
 		{name: "missing source", key: missing, rv: "", wantGets: []string{"get secrets fleet-default/missing"}},

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
@@ -20,7 +22,7 @@ import (
 // which server each Cluster reaches. Guarded by Engine.mu.
 type twinState struct {
 	// wantedBy maps a copyID to the keys of the Clusters whose rows want
-	// it, rebuilt on every SetDesired.
+	// it, kept in step by every SetDesired.
 	wantedBy map[string][]string
 	// servers is each Cluster's kube-apiserver URL, as of its last pass.
 	servers map[string]string
@@ -29,17 +31,33 @@ type twinState struct {
 	legacy map[string]*downstream.Client
 }
 
-// indexWanted rebuilds wantedBy from the desired copies of every Cluster.
+// indexWanted updates wantedBy for one HelmOp whose copies go from prev to
+// next (both by cluster key); the other HelmOps' entries are not touched.
 // Called with e.mu held.
-func (e *Engine) indexWanted(desired map[string][]desiredCopy) {
-	wantedBy := make(map[string][]string, len(e.twins.wantedBy))
-	for clusterKey, copies := range desired {
+func (e *Engine) indexWanted(prev, next map[string][]desiredCopy) {
+	if e.twins.wantedBy == nil {
+		e.twins.wantedBy = map[string][]string{}
+	}
+	for clusterKey, copies := range prev {
 		for _, c := range copies {
 			id := copyID(c.helmOp, c.kind, c.targetNS, c.name)
-			wantedBy[id] = append(wantedBy[id], clusterKey)
+			keys := e.twins.wantedBy[id]
+			if i := slices.Index(keys, clusterKey); i >= 0 {
+				keys = slices.Delete(keys, i, i+1)
+			}
+			if len(keys) == 0 {
+				delete(e.twins.wantedBy, id)
+			} else {
+				e.twins.wantedBy[id] = keys
+			}
 		}
 	}
-	e.twins.wantedBy = wantedBy
+	for clusterKey, copies := range next {
+		for _, c := range copies {
+			id := copyID(c.helmOp, c.kind, c.targetNS, c.name)
+			e.twins.wantedBy[id] = append(e.twins.wantedBy[id], clusterKey)
+		}
+	}
 }
 
 // setServer records the kube-apiserver a Cluster's client reaches.

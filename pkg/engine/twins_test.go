@@ -37,7 +37,7 @@ func TestTwinClustersShareOneCopy(t *testing.T) {
 	down := newFakeCluster(true, targetNamespace)
 	env := newEnv(t, down, srcSecret("db", "7"))
 	r1, r2 := row("Secret", "db", "7", courier.CopyPhasePending), rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
-	env.e.SetDesired([]*courier.DownstreamCopy{r1, r2})
+	env.setDesired(r1, r2)
 
 	env.reconcileKey(clusterKey)
 	if w := env.takeWrites(); len(w) != 1 || w[0] != "create secrets apps/db" {
@@ -63,7 +63,7 @@ func TestTwinClustersShareOneCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1, r2 = row("Secret", "db", "8", courier.CopyPhasePending), rowFor(appOp.Name, "c2", "Secret", "db", "8", courier.CopyPhasePending)
-	env.e.SetDesired([]*courier.DownstreamCopy{r1, r2})
+	env.setDesired(r1, r2)
 	env.reconcileKey(c2Key)
 	env.reconcileKey(clusterKey)
 	if w := env.takeWrites(); len(w) != 1 || w[0] != "update secrets apps/db" {
@@ -87,7 +87,7 @@ func TestSweepLeavesTwinsCopy(t *testing.T) {
 	env := newEnv(t, down, src)
 	r2 := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
 
-	env.e.SetDesired([]*courier.DownstreamCopy{r2})
+	env.setDesired(r2)
 	env.reconcileKey(c2Key) // c2 finds it current and records its server
 	env.reconcileKey(clusterKey)
 	if w := env.takeWrites(); len(w) != 0 {
@@ -96,12 +96,12 @@ func TestSweepLeavesTwinsCopy(t *testing.T) {
 	if st := env.mustStatus(r2); st.Phase != courier.CopyPhaseSynced {
 		t.Errorf("c2's row: %s %q, want Synced", st.Phase, st.Message)
 	}
-	if left := env.e.Leftovers(); len(left) != 0 {
+	if left := env.leftovers(); len(left) != 0 {
 		t.Errorf("leftovers %+v: a copy a twin wants is no leftover", left)
 	}
 
 	// Positive control: nobody wants it any more.
-	env.e.SetDesired(nil)
+	env.setDesired()
 	env.reconcileKey(clusterKey)
 	if w := env.takeWrites(); len(w) != 1 || w[0] != "delete secrets apps/db" {
 		t.Errorf("c1's sweep wrote %q once nobody wants the copy, want one delete", w)

@@ -63,7 +63,13 @@ func TestMetricsEventsAndNoLeaks(t *testing.T) {
 	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: "observe-dest", DownstreamResources: resources("Secret/canary")}))
 	waitSecret(t, 0, "observe-dest", "canary", 10*time.Second, "copied", secretData("token", canary))
 
-	metrics := scrape(t)
+	// The cluster's gauge is set once its pass has also swept, just after
+	// the copy lands: wait for it.
+	var metrics string
+	eventually(t, "the cluster's reachable gauge", func() (bool, string) {
+		metrics = scrape(t)
+		return strings.Contains(metrics, "courier_cluster_reachable{cluster=\""+w.ns+"/c1\"} 1"), "not in /metrics yet"
+	})
 	for _, want := range []string{
 		`courier_copies_total{reason="Created",result="written"}`,
 		"courier_copy_propagation_seconds_bucket",

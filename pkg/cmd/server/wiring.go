@@ -117,9 +117,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		HelmOps:    fleet.HelmOps().Lister(),
 		Downstream: v.downstream,
 		Recorder:   v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
-		OnStatusChange: func() {
+		OnStatusChange: func(changes []copyview.StatusChange) {
 			if v.controller != nil {
-				v.controller.Enqueue()
+				v.controller.StatusChanged(changes)
 			}
 		},
 		Workers:               o.CopyWorkers,
@@ -140,9 +140,13 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		ConfigMaps:     configMaps.Lister(),
 		AgentNamespace: o.AgentNamespace,
 	}
-	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng,
-		fleet.HelmOps().Informer(), fleet.Clusters().Informer(), fleet.ClusterGroups().Informer(),
-		secrets.Informer(), configMaps.Informer())
+	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng, copyview.Informers{
+		HelmOps:       fleet.HelmOps().Informer(),
+		Clusters:      fleet.Clusters().Informer(),
+		ClusterGroups: fleet.ClusterGroups().Informer(),
+		Secrets:       secrets.Informer(),
+		ConfigMaps:    configMaps.Informer(),
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,178 @@
+package copyview
+
+import (
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+)
+
+// Which HelmOps an event can affect, so that a change costs work in
+// proportion to what it touches:
+//
+//   - a HelmOp: itself (deleted: its rows go);
+//   - a Secret or ConfigMap: the HelmOps of its namespace that list it, at
+//     the root or in any target (ListedIndex); one that no HelmOp lists
+//     costs an index lookup;
+//   - a Cluster or ClusterGroup: every HelmOp of its namespace, since
+//     targets select Clusters by label and groups (a deleted Cluster's rows
+//     go with it). Only what targeting reads counts as a change: a Cluster's
+//     labels, a ClusterGroup's labels and selector, a HelmOp's spec, a
+//     source's resourceVersion; resyncs and status updates queue nothing.
+
+// ListedIndex is the name of the HelmOp index by listed resource: its
+// values are ListedKey(namespace, kind, name) for every supported entry
+// of the HelmOp's downstreamResources, at the root and in its targets.
+const ListedIndex = "courier.dev/listed"
+
+// ListedKey is the ListedIndex value of a resource: its namespace, kind in
+// lower case and name.
+func ListedKey(namespace, kind, name string) string {
+	return namespace + "/" + strings.ToLower(kind) + "/" + name
+}
+
+// indexListed is the ListedIndex function.
+func indexListed(obj any) ([]string, error) {
+	op, ok := obj.(*fleet.HelmOp)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	seen := map[string]bool{}
+	add := func(list []fleet.DownstreamResource) {
+		for _, r := range list {
+			kind, ok := SupportedKind(r.Kind)
+			if !ok || r.Name == "" {
+				continue
+			}
+			if k := ListedKey(op.Namespace, kind, r.Name); !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	add(op.Spec.DownstreamResources)
+	for i := range op.Spec.Targets {
+		add(op.Spec.Targets[i].DownstreamResources)
+	}
+	return keys, nil
+}
+
+func (c *Controller) helmOpEvents() cache.ResourceEventHandler {
+	queue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && c.started.Load() {
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
+			c.enqueue(types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: queue,
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*fleet.HelmOp)
+			n, _ := obj.(*fleet.HelmOp)
+			if o == nil || n == nil || !reflect.DeepEqual(o.Spec, n.Spec) {
+				queue(obj)
+			}
+		},
+		DeleteFunc: queue,
+	}
+}
+
+func (c *Controller) clusterEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: c.queueNamespaceOf,
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*fleet.Cluster)
+			n, _ := obj.(*fleet.Cluster)
+			if o == nil || n == nil || !labels.Equals(o.Labels, n.Labels) {
+				c.queueNamespaceOf(obj)
+			}
+		},
+		DeleteFunc: c.queueNamespaceOf,
+	}
+}
+
+func (c *Controller) clusterGroupEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: c.queueNamespaceOf,
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*fleet.ClusterGroup)
+			n, _ := obj.(*fleet.ClusterGroup)
+			if o == nil || n == nil || !labels.Equals(o.Labels, n.Labels) || !reflect.DeepEqual(o.Spec, n.Spec) {
+				c.queueNamespaceOf(obj)
+			}
+		},
+		DeleteFunc: c.queueNamespaceOf,
+	}
+}
+
+// sourceEvents handles the metadata-only events of one source kind.
+func (c *Controller) sourceEvents(kind string) cache.ResourceEventHandler {
+	queue := func(obj any) {
+		if !c.started.Load() {
+			return
+		}
+		ns, name, ok := namespaceAndName(obj)
+		if !ok {
+			return
+		}
+		ops, err := c.helmOps.ByIndex(ListedIndex, ListedKey(ns, kind, name))
+		if err != nil {
+			utilruntime.HandleError(err)
+			return
+		}
+		for _, o := range ops {
+			if op, ok := o.(*fleet.HelmOp); ok {
+				c.enqueue(types.NamespacedName{Namespace: op.Namespace, Name: op.Name})
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: queue,
+		UpdateFunc: func(old, obj any) {
+			o, err1 := meta.Accessor(old)
+			n, err2 := meta.Accessor(obj)
+			if err1 != nil || err2 != nil || o.GetResourceVersion() != n.GetResourceVersion() {
+				queue(obj)
+			}
+		},
+		DeleteFunc: queue,
+	}
+}
+
+// queueNamespaceOf queues every HelmOp in obj's namespace.
+func (c *Controller) queueNamespaceOf(obj any) {
+	if !c.started.Load() {
+		return
+	}
+	ns, _, ok := namespaceAndName(obj)
+	if !ok {
+		return
+	}
+	ops, err := c.inputs.HelmOps.HelmOps(ns).List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, op := range ops {
+		c.enqueue(types.NamespacedName{Namespace: op.Namespace, Name: op.Name})
+	}
+}
+
+// namespaceAndName returns the namespace and name of an informer's object
+// or tombstone.
+func namespaceAndName(obj any) (namespace, name string, ok bool) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return "", "", false
+	}
+	namespace, name, err = cache.SplitMetaNamespaceKey(key)
+	return namespace, name, err == nil
+}
