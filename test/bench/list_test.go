@@ -23,9 +23,12 @@ const listRepeats = 7
 // the aggregator with listing as many ConfigMaps of the same serialized
 // size straight from the kube-apiserver.
 type listResult struct {
-	items                int
-	rowBytes, cmBytes    int // body size of one list
-	rowTimes, cmTimes    []time.Duration
+	items             int
+	rowBytes, cmBytes int // body size of one list
+	rowTimes, cmTimes []time.Duration
+	// directTimes are lists of the rows from Courier itself, not through
+	// the aggregator (a diagnostic: what the aggregator's hop adds).
+	directTimes          []time.Duration
 	rowMedian, cmMedian  time.Duration
 	setup                time.Duration // creating the ConfigMaps
 	rowPath, configMapNS string
@@ -38,7 +41,8 @@ type listResult struct {
 // of each; the ConfigMaps (kube-root-ca.crt and N x 10 - 1 of
 // ours) are created first, in a namespace of their own
 // upstream, and Courier is let go idle after them (it watches ConfigMaps
-// as metadata).
+// as metadata). Then, as a diagnostic, the same list of rows straight
+// from Courier.
 func (s *scaleRun) list() {
 	t, ctx, l := s.t, context.Background(), s.l
 	hc, err := rest.HTTPClientFor(env.Upstream.Config)
@@ -135,6 +139,20 @@ func (s *scaleRun) list() {
 					res.cmTimes = append(res.cmTimes, d)
 				}
 			}
+		}
+	}
+	direct, err := rest.HTTPClientFor(courier.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.Timeout = hc.Timeout
+	for i := -1; i < listRepeats; i++ {
+		t0 := time.Now()
+		if _, err := getBody(ctx, direct, courier.Config.Host+res.rowPath); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 0 {
+			res.directTimes = append(res.directTimes, time.Since(t0))
 		}
 	}
 	if got := countItems(t, cms); got != res.items {

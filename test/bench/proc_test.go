@@ -209,7 +209,8 @@ func (m metrics) requests(limit int) string {
 	}
 	var out []string
 	for _, k := range keys {
-		out = append(out, fmt.Sprintf("%s %.4g", k, by[k]))
+		v := strconv.FormatFloat(by[k], 'f', 1, 64) // means over windows
+		out = append(out, k+" "+strings.TrimSuffix(v, ".0"))
 	}
 	if len(out) == 0 {
 		return "none"
