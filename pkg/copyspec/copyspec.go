@@ -275,6 +275,12 @@ func AdoptWriter(want, cur metav1.Object) {
 	}
 }
 
+// FleetCopySelector selects Fleet's own copies: every object with
+// FleetCopyLabel.
+func FleetCopySelector() labels.Selector {
+	return labels.NewSelector().Add(mustRequirement(FleetCopyLabel, selection.Exists))
+}
+
 // FleetCopy reports whether obj is a copy made by Fleet's own agent, and
 // the BundleDeployment it names.
 func FleetCopy(obj metav1.Object) (bundleDeployment string, ok bool) {

@@ -55,6 +55,11 @@ type Options struct {
 	// Secret or ConfigMap is added or changed (obj is the object now) or deleted (obj is nil).
 	// Must not block.
 	OnChange func(clusterKey string, obj runtime.Object)
+	// ForeignSelector, when set, picks objects Courier does not own but
+	// reports on (Fleet's own copies, DESIGN §3 rule 12). They are watched
+	// without their data (a transform drops it before caching), so that a
+	// change to one reaches OnChange (obj nil) and the next pass reads it.
+	ForeignSelector labels.Selector
 	// UserAgent for downstream requests (default "courier").
 	UserAgent string
 	// NewConfig optionally post-processes the rest.Config built from the kubeconfig (tests, QPS tuning).
@@ -86,8 +91,9 @@ type Client struct {
 	HasSynced func() bool
 
 	factory informers.SharedInformerFactory
-	stop    chan struct{} // closed to stop the informers
-	done    chan struct{} // closed once the informers have shut down
+	foreign informers.SharedInformerFactory // nil without Options.ForeignSelector
+	stop    chan struct{}                   // closed to stop the informers
+	done    chan struct{}                   // closed once the informers have shut down
 }
 
 // Cache holds one Client per Cluster.
@@ -281,7 +287,43 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 		factory:   factory, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	factory.Start(cl.stop) // not waited for: callers check HasSynced
+	if c.o.ForeignSelector != nil {
+		if cl.foreign, err = c.watchForeign(watchKube, key); err != nil {
+			close(cl.stop)
+			factory.Shutdown()
+			return nil, err
+		}
+		cl.foreign.Start(cl.stop)
+	}
 	return cl, nil
+}
+
+// watchForeign watches the objects Options.ForeignSelector picks, holding
+// only their metadata: any change queues the cluster (OnChange with nil),
+// whose pass reads the object live.
+func (c *Cache) watchForeign(kube kubernetes.Interface, key string) (informers.SharedInformerFactory, error) {
+	selector := c.o.ForeignSelector.String()
+	f := informers.NewSharedInformerFactoryWithOptions(kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
+		informers.WithTransform(dropData))
+	handler := changeHandler(func(runtime.Object) { c.o.OnChange(key, nil) })
+	for _, inf := range []toolscache.SharedIndexInformer{f.Core().V1().Secrets().Informer(), f.Core().V1().ConfigMaps().Informer()} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, fmt.Errorf("watching cluster %s: %w", key, err)
+		}
+	}
+	return f, nil
+}
+
+// dropData empties a Secret's or ConfigMap's data before it is cached.
+func dropData(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		o.Data, o.StringData = nil, nil
+	case *corev1.ConfigMap:
+		o.Data, o.BinaryData = nil, nil
+	}
+	return obj, nil
 }
 
 // changeHandler calls changed on every add, delete and update but the
@@ -310,6 +352,9 @@ func (c *Cache) stopClient(cl *Client) {
 	close(cl.stop)
 	c.wg.Go(func() {
 		cl.factory.Shutdown()
+		if cl.foreign != nil {
+			cl.foreign.Shutdown()
+		}
 		close(cl.done)
 	})
 }

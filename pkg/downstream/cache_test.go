@@ -942,3 +942,41 @@ func TestKubeconfigNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// Objects picked by ForeignSelector (Fleet's copies) are watched without
+// their data: a change reaches OnChange with nil, and the cache holds only
+// metadata.
+func TestForeignObjectsWatchedWithoutData(t *testing.T) {
+	fk := &fakes{}
+	var mu sync.Mutex
+	var calls []runtime.Object
+	onChange := func(_ string, obj runtime.Object) { mu.Lock(); calls = append(calls, obj); mu.Unlock() }
+	src := newSource(kcSecret("fleet-default", "kc", "1", "https://c1"))
+	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset, OnChange: onChange,
+		ForeignSelector: labels.SelectorFromSet(labels.Set{"fleet": "yes"})})
+	t.Cleanup(c.Stop)
+	cl, err := c.Get(context.Background(), cluster("fleet-default", "c1", "kc", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := cl.foreign.Core().V1().Secrets()
+	waitFor(t, "the foreign informer to sync", foreign.Informer().HasSynced)
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "fleets", Labels: map[string]string{"fleet": "yes"}},
+		Data: map[string][]byte{"k": []byte(fakeToken)}}
+	if _, err := cl.Kube.CoreV1().Secrets("app").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "OnChange for the foreign object", func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) > 0 })
+	mu.Lock()
+	if calls[0] != nil {
+		t.Errorf("OnChange got %T, want nil (the pass reads the object live)", calls[0])
+	}
+	mu.Unlock()
+	cached, err := foreign.Lister().Secrets("app").Get("fleets")
+	if err != nil {
+		t.Fatalf("the foreign object is not cached: %v", err)
+	}
+	if len(cached.Data) != 0 {
+		t.Error("the foreign object's data is cached")
+	}
+}

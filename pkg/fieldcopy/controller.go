@@ -3,6 +3,13 @@
 // other objects into them as their annotations ask, and fills the
 // fieldcopies view with one row per rule. Every replica watches and
 // computes rows; only the leader writes.
+//
+// Rules live in annotations, so targets and sources are watched as
+// metadata only (name, resourceVersion, the rule annotations). The full
+// content of an object is read by GET only when a rule needs it, a source
+// some rule names or a target that has rules, and kept until its
+// resourceVersion changes or no rule needs it any more (content.go). So
+// Courier never holds the data of a Secret no rule names.
 package fieldcopy
 
 import (
@@ -12,12 +19,15 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -25,6 +35,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
+	"github.com/courier-dev/courier/pkg/fieldcopy/rules"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -38,7 +49,16 @@ var _ Resolver = (*resources.Resolver)(nil)
 
 // Config is what the controller needs.
 type Config struct {
-	Dynamic  dynamic.Interface
+	// Dynamic reads targets and named sources in full (GET) and writes
+	// targets. It never lists or watches.
+	Dynamic dynamic.Interface
+	// Metadata lists and watches target and source kinds as metadata only.
+	Metadata metadata.Interface
+	// Shared are metadata-only informers over all namespaces that the
+	// process already runs for other purposes (their owner starts them),
+	// by resource. Field copies use them for those resources instead of
+	// starting a second watch. Optional.
+	Shared   map[schema.GroupVersionResource]cache.SharedIndexInformer
 	Resolver Resolver
 	Store    *memstore.Store[*courier.FieldCopy]
 	// Targets are the --fieldcopy-target specs.
@@ -113,16 +133,24 @@ type Controller struct {
 	unresolved []string // target specs that do not resolve yet
 	// retrying holds the target specs already logged as unresolved; only
 	// resolveTargets, which never runs concurrently with itself, uses it.
-	retrying     map[string]bool
+	retrying map[string]bool
+	// targets and sources are metadata-only watches; one informer may be
+	// in both maps, and may be one of cfg.Shared.
 	targets      map[informerKey]cache.SharedIndexInformer
 	targetSynced []cache.InformerSynced
 	sources      map[informerKey]cache.SharedIndexInformer
 	index        map[objectKey]map[objectKey]bool // source -> targets that read it
 	uses         map[objectKey][]objectKey        // target -> sources it reads
-	rows         map[objectKey][]*courier.FieldCopy
-	lastApplied  map[string]metav1.Time // row key -> lastAppliedTime
-	since        map[string]phaseSince  // row key -> when it entered its phase
-	dropped      map[objectKey]droppedWrite
+	// sourceContent holds the last full read of each source some rule
+	// names (a key of index), targetContent that of each target with
+	// rules; an entry is used only while the watch shows the same
+	// resourceVersion (content.go).
+	sourceContent map[objectKey]*unstructured.Unstructured
+	targetContent map[objectKey]*unstructured.Unstructured
+	rows          map[objectKey][]*courier.FieldCopy
+	lastApplied   map[string]metav1.Time // row key -> lastAppliedTime
+	since         map[string]phaseSince  // row key -> when it entered its phase
+	dropped       map[objectKey]droppedWrite
 }
 
 type phaseSince struct {
@@ -144,18 +172,20 @@ func NewController(cfg Config) *Controller {
 				workqueue.NewTypedItemExponentialFailureRateLimiter[objectKey](5*time.Millisecond, maxBackoff),
 				&workqueue.TypedBucketRateLimiter[objectKey]{Limiter: rate.NewLimiter(rate.Limit(10), 100)}),
 			workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: "courier_fieldcopies"}),
-		now:         time.Now,
-		leading:     !cfg.Follower,
-		unresolved:  append([]string(nil), cfg.Targets...),
-		retrying:    map[string]bool{},
-		targets:     map[informerKey]cache.SharedIndexInformer{},
-		sources:     map[informerKey]cache.SharedIndexInformer{},
-		index:       map[objectKey]map[objectKey]bool{},
-		uses:        map[objectKey][]objectKey{},
-		rows:        map[objectKey][]*courier.FieldCopy{},
-		lastApplied: map[string]metav1.Time{},
-		since:       map[string]phaseSince{},
-		dropped:     map[objectKey]droppedWrite{},
+		now:           time.Now,
+		leading:       !cfg.Follower,
+		unresolved:    append([]string(nil), cfg.Targets...),
+		retrying:      map[string]bool{},
+		targets:       map[informerKey]cache.SharedIndexInformer{},
+		sources:       map[informerKey]cache.SharedIndexInformer{},
+		index:         map[objectKey]map[objectKey]bool{},
+		uses:          map[objectKey][]objectKey{},
+		sourceContent: map[objectKey]*unstructured.Unstructured{},
+		targetContent: map[objectKey]*unstructured.Unstructured{},
+		rows:          map[objectKey][]*courier.FieldCopy{},
+		lastApplied:   map[string]metav1.Time{},
+		since:         map[string]phaseSince{},
+		dropped:       map[objectKey]droppedWrite{},
 	}
 }
 
@@ -259,16 +289,24 @@ func (c *Controller) startTargetInformer(ctx context.Context, key informerKey) {
 	if _, ok := c.targets[key]; ok {
 		return
 	}
-	inf := c.newInformer(key)
-	enqueue := func(obj any) {
-		if k, ok := keyOf(key.GVR, obj); ok {
+	inf, run := c.informerLocked(key)
+	// Only objects with rule annotations are targets: an object without
+	// them is queued only when it just lost them (its rows must go), so
+	// that a busy kind (every Secret of a cluster) costs a map lookup per
+	// event, not a pass of the queue.
+	enqueue := func(obj any, force bool) {
+		k, ok := keyOf(key.GVR, obj)
+		if !ok || !key.holds(k) {
+			return
+		}
+		if force || hasRules(obj) {
 			c.queue.Add(k)
 		}
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		AddFunc:    func(obj any) { enqueue(obj, false) },
+		UpdateFunc: func(old, obj any) { enqueue(obj, hasRules(old)) },
+		DeleteFunc: func(obj any) { enqueue(obj, true) },
 	})
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Adding a handler to a field-copy target informer failed", "resource", key.GVR.String())
@@ -276,7 +314,15 @@ func (c *Controller) startTargetInformer(ctx context.Context, key informerKey) {
 	}
 	c.targets[key] = inf
 	c.targetSynced = append(c.targetSynced, inf.HasSynced, reg.HasSynced)
-	go inf.Run(ctx.Done())
+	if run {
+		go inf.Run(ctx.Done())
+	}
+}
+
+// holds reports whether object k belongs to this watch: a shared informer
+// over all namespaces may stand in for a watch of one namespace.
+func (k informerKey) holds(o objectKey) bool {
+	return k.Namespace == "" || k.Namespace == o.Namespace
 }
 
 // sourceInformer returns the watch that holds source objects of gvr in
@@ -295,12 +341,7 @@ func (c *Controller) sourceInformer(gvr schema.GroupVersionResource, namespace s
 	if inf, ok := c.sources[key]; ok {
 		return inf, inf.HasSynced()
 	}
-	// A kind that is also a target kind is already watched there: share
-	// that watch rather than hold every object twice.
-	inf, shared := c.targets[key]
-	if !shared {
-		inf = c.newInformer(key)
-	}
+	inf, run := c.informerLocked(key)
 	notify := func(obj any) {
 		k, ok := keyOf(gvr, obj)
 		if !ok {
@@ -324,7 +365,7 @@ func (c *Controller) sourceInformer(gvr schema.GroupVersionResource, namespace s
 		utilruntime.HandleError(fmt.Errorf("adding a handler to the %s source informer: %w", gvr, err))
 	}
 	c.sources[key] = inf
-	if shared {
+	if !run {
 		return inf, inf.HasSynced()
 	}
 	go inf.Run(c.ctx.Done())
@@ -333,9 +374,27 @@ func (c *Controller) sourceInformer(gvr schema.GroupVersionResource, namespace s
 	return inf, false
 }
 
-func (c *Controller) newInformer(key informerKey) cache.SharedIndexInformer {
-	return dynamicinformer.NewFilteredDynamicInformer(c.cfg.Dynamic, key.GVR, key.Namespace, c.cfg.Resync,
+// informerLocked returns the metadata-only watch for key: one the process
+// already runs (cfg.Shared, over all namespaces), the one of the same key
+// already watching targets or sources (a kind that is both is watched
+// once), or a new one, which the caller must run (run is true).
+func (c *Controller) informerLocked(key informerKey) (inf cache.SharedIndexInformer, run bool) {
+	if inf, ok := c.cfg.Shared[key.GVR]; ok {
+		return inf, false
+	}
+	if inf, ok := c.targets[key]; ok {
+		return inf, false
+	}
+	if inf, ok := c.sources[key]; ok {
+		return inf, false
+	}
+	inf = metadatainformer.NewFilteredMetadataInformer(c.cfg.Metadata, key.GVR, key.Namespace, c.cfg.Resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
+	if err := inf.SetTransform(trimMetadata); err != nil {
+		// Only possible once the informer has started, and it has not.
+		utilruntime.HandleError(fmt.Errorf("trimming the %s informer: %w", key.GVR, err))
+	}
+	return inf, true
 }
 
 // keyOf returns the key of an informer's object, including tombstones.
@@ -351,6 +410,12 @@ func keyOf(gvr schema.GroupVersionResource, obj any) (objectKey, bool) {
 	return objectKey{GVR: gvr, Namespace: ns, Name: name}, true
 }
 
+// hasRules reports whether an informer's object carries rule annotations.
+func hasRules(obj any) bool {
+	m, err := meta.Accessor(obj)
+	return err == nil && rules.HasRules(m.GetAnnotations())
+}
+
 // targetInformer returns the informer that holds target key, if any.
 func (c *Controller) targetInformer(key objectKey) cache.SharedIndexInformer {
 	c.mu.Lock()
@@ -361,18 +426,19 @@ func (c *Controller) targetInformer(key objectKey) cache.SharedIndexInformer {
 	return c.targets[informerKey{GVR: key.GVR}]
 }
 
+// enqueueAllTargets queues every object with rules of every target watch.
 func (c *Controller) enqueueAllTargets() {
 	c.mu.Lock()
+	keys := make([]informerKey, 0, len(c.targets))
 	infs := make([]cache.SharedIndexInformer, 0, len(c.targets))
-	gvrs := make([]schema.GroupVersionResource, 0, len(c.targets))
 	for k, inf := range c.targets {
+		keys = append(keys, k)
 		infs = append(infs, inf)
-		gvrs = append(gvrs, k.GVR)
 	}
 	c.mu.Unlock()
 	for i, inf := range infs {
 		for _, obj := range inf.GetStore().List() {
-			if k, ok := keyOf(gvrs[i], obj); ok {
+			if k, ok := keyOf(keys[i].GVR, obj); ok && keys[i].holds(k) && hasRules(obj) {
 				c.queue.Add(k)
 			}
 		}

@@ -3,18 +3,22 @@ package fieldcopy
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -61,11 +65,22 @@ func fed(ns, name string, annotations map[string]string, template map[string]any
 type harness struct {
 	t      *testing.T
 	client *dynamicfake.FakeDynamicClient
-	store  *memstore.Store[*courier.FieldCopy]
-	ctrl   *Controller
+	// meta answers the controller's metadata lists and watches from
+	// client's objects, so tests change objects in one place; its actions
+	// are apart from client's, which are the full reads and writes.
+	meta  *metadatafake.FakeMetadataClient
+	store *memstore.Store[*courier.FieldCopy]
+	ctrl  *Controller
 
 	mu      sync.Mutex
 	updates int // update requests that reached the tracker
+	rv      int // the last resourceVersion given out
+}
+
+// kinds are the kinds of the resources the fake clients know.
+var kinds = map[schema.GroupVersionResource]schema.GroupVersionKind{
+	secretsGVR: {Version: "v1", Kind: "Secret"},
+	fedGVR:     {Group: "example.dev", Version: "v1", Kind: "FederatedSecret"},
 }
 
 func start(t *testing.T, cross bool, objs ...runtime.Object) *harness {
@@ -75,31 +90,134 @@ func start(t *testing.T, cross bool, objs ...runtime.Object) *harness {
 
 func startTargets(t *testing.T, targets []string, cross bool, objs ...runtime.Object) *harness {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+	return startWith(t, func(cfg *Config) { cfg.Targets, cfg.CrossNamespace = targets, cross }, objs...)
+}
+
+// startWith starts a controller over fake clients holding objs; configure
+// sets Targets and anything else.
+func startWith(t *testing.T, configure func(*Config), objs ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{t: t, store: memstore.New[*courier.FieldCopy]()}
+	for _, o := range objs {
+		o.(*unstructured.Unstructured).SetResourceVersion(h.nextRV())
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		secretsGVR: "SecretList",
 		fedGVR:     "FederatedSecretList",
 	}, objs...)
-	h := &harness{t: t, client: client, store: memstore.New[*courier.FieldCopy]()}
+	h.client = client
+	h.meta = metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	h.serveResourceVersions()
+	h.serveMetadata()
 	client.PrependReactor("update", "federatedsecrets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		h.mu.Lock()
 		h.updates++
 		h.mu.Unlock()
 		return false, nil, nil
 	})
-	h.ctrl = NewController(Config{
-		Dynamic:        client,
-		Resolver:       fakeResolver{},
-		Store:          h.store,
-		Targets:        targets,
-		CrossNamespace: cross,
-		RetryInterval:  100 * time.Millisecond,
-	})
+	cfg := Config{
+		Dynamic:       client,
+		Metadata:      h.meta,
+		Resolver:      fakeResolver{},
+		Store:         h.store,
+		RetryInterval: 100 * time.Millisecond,
+	}
+	configure(&cfg)
+	h.ctrl = NewController(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go h.ctrl.Run(ctx, 2)
 	h.eventually("controller ready", func() (bool, string) { return h.ctrl.Ready(), "not ready" })
 	return h
+}
+
+func (h *harness) nextRV() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rv++
+	return strconv.Itoa(h.rv)
+}
+
+// serveResourceVersions makes the dynamic fake behave like an API server
+// where the controller depends on it: creates and updates give the object
+// a new resourceVersion, and an update carrying a stale one is a conflict.
+func (h *harness) serveResourceVersions() {
+	tracker := h.client.Tracker()
+	h.client.PrependReactor("create", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		obj := a.(clienttesting.CreateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		obj.SetResourceVersion(h.nextRV())
+		if err := tracker.Create(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj.DeepCopy(), nil
+	})
+	h.client.PrependReactor("update", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		obj := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		cur, err := tracker.Get(a.GetResource(), a.GetNamespace(), obj.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := obj.GetResourceVersion(); rv != "" && rv != cur.(*unstructured.Unstructured).GetResourceVersion() {
+			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), obj.GetName(), fmt.Errorf("the object has been modified"))
+		}
+		obj.SetResourceVersion(h.nextRV())
+		if err := tracker.Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, obj.DeepCopy(), nil
+	})
+}
+
+// serveMetadata answers the metadata client's lists and watches from the
+// dynamic client's objects, as metadata.
+func (h *harness) serveMetadata() {
+	tracker := h.client.Tracker()
+	h.meta.PrependReactor("list", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		obj, err := tracker.List(a.GetResource(), kinds[a.GetResource()], a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		list := &metav1.List{}
+		if lm, err := meta.ListAccessor(obj); err == nil {
+			list.ResourceVersion = lm.GetResourceVersion()
+		}
+		for _, item := range items {
+			list.Items = append(list.Items, runtime.RawExtension{Object: asMetadata(item)})
+		}
+		return true, list, nil
+	})
+	h.meta.PrependWatchReactor("*", func(a clienttesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if w, ok := a.(clienttesting.WatchActionImpl); ok {
+			opts = w.ListOptions
+		}
+		w, err := tracker.Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			e.Object = asMetadata(e.Object)
+			return e, true
+		}), nil
+	})
+}
+
+// asMetadata is what a metadata request returns for an object.
+func asMetadata(obj runtime.Object) runtime.Object {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj
+	}
+	m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}}
+	raw, _ := u.Object["metadata"].(map[string]any)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &m.ObjectMeta); err != nil {
+		panic(err)
+	}
+	return m
 }
 
 func (h *harness) eventually(what string, check func() (bool, string)) {
@@ -148,13 +266,26 @@ func (h *harness) rowNames() []string {
 	return names
 }
 
+// get reads an object from the fake's store, not through the client, so
+// that the client's actions are the controller's only.
 func (h *harness) get(gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
 	h.t.Helper()
-	u, err := h.client.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	obj, err := h.client.Tracker().Get(gvr, ns, name)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return u
+	return obj.(*unstructured.Unstructured).DeepCopy()
+}
+
+// reads counts the controller's GETs of one object.
+func (h *harness) reads(gvr schema.GroupVersionResource, ns, name string) int {
+	n := 0
+	for _, a := range h.client.Actions() {
+		if g, ok := a.(clienttesting.GetAction); ok && a.GetVerb() == "get" && a.GetResource() == gvr && a.GetNamespace() == ns && g.GetName() == name {
+			n++
+		}
+	}
+	return n
 }
 
 func (h *harness) update(gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
@@ -385,7 +516,7 @@ func TestDroppedWriteIsNotRepeated(t *testing.T) {
 		h.mu.Unlock()
 		obj := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
 		unstructured.RemoveNestedField(obj.Object, "spec", "template", "data")
-		obj.SetResourceVersion("2")
+		obj.SetResourceVersion("999")
 		return true, obj, nil
 	})
 	if _, err := h.client.Resource(fedGVR).Namespace("ns1").Create(context.Background(),
@@ -399,7 +530,7 @@ func TestDroppedWriteIsNotRepeated(t *testing.T) {
 	// Courier looks again at the same version of the target: no write.
 	key := objectKey{GVR: fedGVR, Namespace: "ns1", Name: "fs"}
 	obj := h.get(fedGVR, "ns1", "fs")
-	obj.SetResourceVersion("2")
+	obj.SetResourceVersion("999")
 	if _, err := h.ctrl.sync(context.Background(), key, obj, true); err != nil {
 		t.Fatal(err)
 	}

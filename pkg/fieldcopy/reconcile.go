@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -47,7 +48,9 @@ func (o *outcome) fail(phase courier.FieldCopyPhase, format string, args ...any)
 	o.phase, o.message = phase, fmt.Sprintf(format, args...)
 }
 
-// reconcile brings one target in line with its rules and publishes its rows.
+// reconcile brings one target in line with its rules and publishes its
+// rows. The watch holds the target's metadata; its full content is read
+// only when it has rules.
 func (c *Controller) reconcile(ctx context.Context, key objectKey) (retry, error) {
 	inf := c.targetInformer(key)
 	if inf == nil {
@@ -58,10 +61,22 @@ func (c *Controller) reconcile(ctx context.Context, key objectKey) (retry, error
 	if err != nil {
 		return retry{}, err
 	}
-	obj, ok := item.(*unstructured.Unstructured)
-	if !exists || !ok {
+	if !exists || !hasRules(item) {
 		c.forget(key)
 		return retry{}, nil
+	}
+	m, err := meta.Accessor(item)
+	if err != nil {
+		return retry{}, err
+	}
+	obj, err := c.readTarget(ctx, key, m.GetResourceVersion())
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted since the watch saw it; its delete event follows.
+		c.forget(key)
+		return retry{}, nil
+	case err != nil:
+		return retry{}, fmt.Errorf("reading %s: %s", key, writeError(err))
 	}
 	return c.sync(ctx, key, obj, true)
 }
@@ -83,7 +98,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 		return retry{}, nil
 	}
 	wanted := obj.DeepCopy()
-	outcomes, sources, again := c.plan(obj, wanted, parsed)
+	outcomes, sources, again := c.plan(ctx, obj, wanted, parsed)
 	c.setUses(key, sources)
 
 	changed := !sameValue(obj.Object, wanted.Object)
@@ -112,9 +127,14 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 			}
 			logger.V(2).Info("Target changed while Courier wrote it; re-reading")
 			fresh, gerr := c.cfg.Dynamic.Resource(key.GVR).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if gerr != nil {
-				return retry{}, fmt.Errorf("re-reading %s after a conflict: %w", key, gerr)
+			if apierrors.IsNotFound(gerr) {
+				c.forget(key)
+				return retry{}, nil
 			}
+			if gerr != nil {
+				return retry{}, fmt.Errorf("re-reading %s after a conflict: %s", key, writeError(gerr))
+			}
+			c.remember(c.targetContent, key, fresh)
 			return c.sync(ctx, key, fresh, false)
 		case err != nil:
 			writesTotal.WithLabelValues("failed").Inc()
@@ -136,6 +156,8 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 			again.backoff = true
 		default:
 			writesTotal.WithLabelValues("written").Inc()
+			// The watch will show this version next: no need to read it.
+			c.remember(c.targetContent, key, updated)
 			c.judgeWrite(ctx, key, updated, wanted, outcomes)
 		}
 	}
@@ -145,7 +167,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 
 // plan computes every rule onto wanted (a copy of obj) and returns the
 // outcomes, the sources read, and when to look again without an event.
-func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
+func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
 	var (
 		outcomes []*outcome
 		sources  []objectKey
@@ -188,10 +210,22 @@ func (c *Controller) plan(obj, wanted *unstructured.Unstructured, parsed []rules
 				again.after = syncWait
 				continue
 			}
-			item, exists, err := inf.GetStore().GetByKey(storeKey(ns, s.Name))
-			src, isU := item.(*unstructured.Unstructured)
-			if err != nil || !exists || !isU {
+			// The watch holds metadata: it says whether the source exists
+			// and which version it is; the content is read only now that
+			// a rule names it.
+			rv, exists := watched(inf, ns, s.Name)
+			var src *unstructured.Unstructured
+			if exists {
+				src, err = c.readSource(ctx, sk, rv)
+			}
+			switch {
+			case !exists || apierrors.IsNotFound(err):
+				c.forgetSource(sk)
 				o.fail(courier.FieldCopyPhaseSourceMissing, "%s %s does not exist", s.Resource, storeKey(ns, s.Name))
+				continue
+			case err != nil:
+				o.fail(courier.FieldCopyPhasePending, "reading %s %s failed, retrying: %s", s.Resource, storeKey(ns, s.Name), writeError(err))
+				again.backoff = true
 				continue
 			}
 			v, found, err := get(src.Object, s.Path)

@@ -178,8 +178,12 @@ func (c *Controller) forget(key objectKey) {
 	_, had := c.rows[key]
 	delete(c.rows, key)
 	delete(c.dropped, key)
+	delete(c.targetContent, key)
 	c.setUsesLocked(key, nil)
-	all := c.allRowsLocked()
+	var all []*courier.FieldCopy
+	if had {
+		all = c.allRowsLocked()
+	}
 	c.mu.Unlock()
 	if had {
 		c.cfg.Store.Replace(all)
@@ -194,11 +198,26 @@ func (c *Controller) setUses(key objectKey, sources []objectKey) {
 	c.setUsesLocked(key, sources)
 }
 
+// A source no rule names any more has its content dropped.
 func (c *Controller) setUsesLocked(key objectKey, sources []objectKey) {
+	for _, s := range sources {
+		if c.index[s] == nil {
+			c.index[s] = map[objectKey]bool{}
+		}
+		c.index[s][key] = true
+	}
+	still := make(map[objectKey]bool, len(sources))
+	for _, s := range sources {
+		still[s] = true
+	}
 	for _, s := range c.uses[key] {
+		if still[s] {
+			continue
+		}
 		delete(c.index[s], key)
 		if len(c.index[s]) == 0 {
 			delete(c.index, s)
+			delete(c.sourceContent, s)
 		}
 	}
 	if len(sources) == 0 {
@@ -206,10 +225,4 @@ func (c *Controller) setUsesLocked(key objectKey, sources []objectKey) {
 		return
 	}
 	c.uses[key] = sources
-	for _, s := range sources {
-		if c.index[s] == nil {
-			c.index[s] = map[objectKey]bool{}
-		}
-		c.index[s][key] = true
-	}
 }

@@ -98,11 +98,13 @@ func loadAverage() string {
 }
 
 // TestBench runs the scenarios in a fixed order: memory first, on a fresh
-// Courier, because Go's heap does not shrink back after the fan-out runs
-// and freed memory would hide growth; then the scale benchmark (issue 11)
-// for each N, smallest first.
+// Courier, because Go's heap does not shrink back after the scale runs
+// and freed memory would hide growth; then memory with field copies on, on
+// a Courier restarted with those flags (and restarted without them after);
+// then the scale benchmark (issue 11) for each N, smallest first.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
+	t.Run("fieldcopy-memory", testFieldCopyMemory)
 	ns := intsFromEnv(t, "COURIER_BENCH_N", []int{100, 1000})
 	for i, n := range ns {
 		t.Run(fmt.Sprintf("scale-%d", n), func(t *testing.T) { testScale(t, n, i == len(ns)-1) })

@@ -50,9 +50,9 @@ func testMemory(t *testing.T) {
 	// samples over ~10 s after the creates finished, which also gives the
 	// metadata watch time to deliver every event.
 	after, heapAfter := sampleMemory(t, ctx, pid, 10, time.Second)
-	m := memoryResult{secrets: memSecrets, sizeKiB: memSecretKiB, before: before, after: after,
+	m := memoryResult{scenario: "default flags", secrets: memSecrets, sizeKiB: memSecretKiB, before: before, after: after,
 		heapBefore: heapBefore, heapAfter: heapAfter, targetMiB: memTargetMiB}
-	results.setMemory(m)
+	results.addMemory(m)
 	results.note("memory: %d Secrets created in %s; Courier's Go heap in use (go_memstats_heap_inuse_bytes, max of the same samples) %.1f -> %.1f MiB",
 		memSecrets, created.Round(100*time.Millisecond), heapBefore/(1<<20), heapAfter/(1<<20))
 	t.Logf("RSS before %.1f MiB, after %.1f MiB, delta %.1f MiB", float64(before)/(1<<20), float64(after)/(1<<20), m.deltaMiB())

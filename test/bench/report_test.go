@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 )
 
@@ -50,6 +51,8 @@ func (r *roundStats) copiesPerSecond() float64 {
 }
 
 type memoryResult struct {
+	// scenario says how Courier ran.
+	scenario              string
 	secrets, sizeKiB      int
 	before, after         int64   // VmRSS bytes, max of the samples
 	heapBefore, heapAfter float64 // Go heap in use (go_memstats_heap_inuse_bytes), for the notes
@@ -63,7 +66,7 @@ func (m memoryResult) deltaMiB() float64 { return float64(m.after-m.before) / (1
 type report struct {
 	mu     sync.Mutex
 	scale  []scaleRow
-	memory *memoryResult
+	memory []memoryResult
 	notes  []string
 }
 
@@ -73,10 +76,10 @@ func (r *report) addScale(rows ...scaleRow) {
 	r.scale = append(r.scale, rows...)
 }
 
-func (r *report) setMemory(m memoryResult) {
+func (r *report) addMemory(m memoryResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.memory = &m
+	r.memory = append(r.memory, m)
 }
 
 func (r *report) note(format string, args ...any) {
@@ -104,13 +107,18 @@ func (r *report) print(w io.Writer) {
 	if len(r.scale) > 0 {
 		printScale(w, r.scale)
 	}
-	if m := r.memory; m != nil {
-		verdict := "PASS"
-		if m.deltaMiB() > m.targetMiB {
-			verdict = "FAIL"
+	if len(r.memory) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "memory: Courier\tunrelated Secrets\tRSS before\tRSS after\tdelta\ttarget\tverdict")
+		for _, m := range r.memory {
+			verdict := "PASS"
+			if m.deltaMiB() > m.targetMiB {
+				verdict = "FAIL"
+			}
+			fmt.Fprintf(tw, "%s\t%d x %dKiB\t%.1f MiB\t%.1f MiB\t%.1f MiB\t<= %.0f MiB\t%s\n", m.scenario,
+				m.secrets, m.sizeKiB, float64(m.before)/(1<<20), float64(m.after)/(1<<20), m.deltaMiB(), m.targetMiB, verdict)
 		}
-		fmt.Fprintf(w, "memory: %d x %dKiB unrelated Secrets: RSS before %.1f MiB, after %.1f MiB, delta %.1f MiB (target <= %.0f MiB): %s\n",
-			m.secrets, m.sizeKiB, float64(m.before)/(1<<20), float64(m.after)/(1<<20), m.deltaMiB(), m.targetMiB, verdict)
+		tw.Flush()
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintln(w, "notes:")

@@ -31,6 +31,14 @@ func courierWrites(t *testing.T, i int) []string {
 // impersonated user when Courier wrote as a ServiceAccount.
 func courierWritesAs(t *testing.T, i int) []string {
 	t.Helper()
+	return courierAuditWrites(t, i, false)
+}
+
+// courierAuditWrites reads Courier's writes from downstream cluster i's
+// audit log; accepted keeps only those the kube-apiserver carried out
+// (not refused with a 409 conflict, say).
+func courierAuditWrites(t *testing.T, i int, accepted bool) []string {
+	t.Helper()
 	f, err := os.Open(env.Downstreams[i].AuditLog)
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +58,17 @@ func courierWritesAs(t *testing.T, i int) []string {
 			User struct {
 				Username string `json:"username"`
 			} `json:"user"`
+			ResponseStatus struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
 			ImpersonatedUser *struct {
 				Username string `json:"username"`
 			} `json:"impersonatedUser"`
 		}
 		if json.Unmarshal(s.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, "courier") {
+			continue
+		}
+		if accepted && ev.ResponseStatus.Code >= 300 {
 			continue
 		}
 		switch ev.Verb {

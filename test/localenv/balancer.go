@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -43,10 +44,11 @@ type backend struct {
 	ready  atomic.Bool
 }
 
-// newBalancer listens on a free loopback port and forwards to the replicas,
-// probing each one's /readyz with its Config (which trusts the serving CA).
-func newBalancer(replicas []*Courier) (*Balancer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newBalancer listens on a port reserved for e and forwards to the
+// replicas, probing each one's /readyz with its Config (which trusts the
+// serving CA).
+func (e *Env) newBalancer(replicas []*Courier) (*Balancer, error) {
+	ln, err := e.listenReserved()
 	if err != nil {
 		return nil, err
 	}
@@ -167,4 +169,23 @@ func (b *Balancer) Close() {
 	b.stop()
 	b.ln.Close()
 	b.wg.Wait()
+}
+
+// listenReserved listens on 127.0.0.1 on a port reserved for e, on another
+// one if something outside localenv took it since it was checked.
+func (e *Env) listenReserved() (net.Listener, error) {
+	for attempt := 1; ; attempt++ {
+		ports, err := e.reservePorts(1)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ports[0]))
+		if err == nil {
+			return ln, nil
+		}
+		e.releasePorts(ports[0])
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == maxPortAttempts {
+			return nil, err
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,10 +170,6 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 	if err != nil {
 		return nil, nil, err
 	}
-	ports, err := freePorts(n)
-	if err != nil {
-		return nil, nil, err
-	}
 	binary, err := filepath.Abs(o.Binary)
 	if err != nil {
 		return nil, nil, err
@@ -185,59 +182,68 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 			}
 		}
 	}()
-	for i, port := range ports {
+	for i := range n {
 		replica := name
 		if n > 1 {
 			replica = fmt.Sprintf("%s-%c", name, 'a'+i)
 		}
-		args := append([]string{
-			"--secure-port=" + strconv.Itoa(port),
-			"--bind-address=127.0.0.1",
-			"--tls-cert-file=" + certFile,
-			"--tls-private-key-file=" + keyFile,
-			"--kubeconfig=" + kubeconfig,
-			"--authentication-kubeconfig=" + kubeconfig,
-			"--authorization-kubeconfig=" + kubeconfig,
-		}, o.Args...)
 		p := &process{
 			name:    replica,
 			path:    binary,
-			args:    args,
 			logPath: filepath.Join(e.opts.Dir, "logs", replica+".log"),
 			onStart: e.recordPid,
 			grace:   courierStopGrace,
 		}
-		admin := up.Config
 		c := &Courier{
-			Port:       port,
 			CABundle:   ca.CertPEM,
 			LogPath:    p.logPath,
 			Kubeconfig: kubeconfig,
-			Config: &rest.Config{
-				Host: "https://127.0.0.1:" + strconv.Itoa(port),
-				TLSClientConfig: rest.TLSClientConfig{
-					CAData:   ca.CertPEM,
-					CertData: admin.CertData,
-					KeyData:  admin.KeyData,
-				},
-				QPS:   admin.QPS,
-				Burst: admin.Burst,
-			},
-			env:       e,
-			proc:      p,
-			namespace: o.Namespace,
+			env:        e,
+			proc:       p,
+			namespace:  o.Namespace,
 		}
 		couriers = append(couriers, c)
 		e.mu.Lock()
 		e.couriers = append(e.couriers, c)
 		e.mu.Unlock()
 	}
+	// Every replica serves on its port before the Service and APIService
+	// (or the Balancer) name it: a replica whose port turned out taken
+	// starts again on another.
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, c := range couriers {
+		wg.Go(func() {
+			configure := func(ports []int) error {
+				c.usePort(ports[0], append([]string{
+					"--secure-port=" + strconv.Itoa(ports[0]),
+					"--bind-address=127.0.0.1",
+					"--tls-cert-file=" + certFile,
+					"--tls-private-key-file=" + keyFile,
+					"--kubeconfig=" + kubeconfig,
+					"--authentication-kubeconfig=" + kubeconfig,
+					"--authorization-kubeconfig=" + kubeconfig,
+				}, o.Args...))
+				return nil
+			}
+			wait := func() error { return c.waitServing(ctx) }
+			_, errs[i] = e.startOnFreePorts(c.proc, 1, configure, wait)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	ports := make([]int, n)
+	for i, c := range couriers {
+		ports[i] = c.Port
+	}
 	// One replica is the Service's only endpoint; several sit behind a
 	// Balancer.
 	servicePort := ports[0]
 	var lb *Balancer
 	if n > 1 {
-		if lb, err = newBalancer(couriers); err != nil {
+		if lb, err = e.newBalancer(couriers); err != nil {
 			return nil, nil, err
 		}
 		e.mu.Lock()
@@ -248,9 +254,6 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 	registration := courierRegistration(o.Namespace, servicePort, ca.CertPEM)
 	for _, c := range couriers {
 		c.registration = registration
-		if err := c.proc.start(); err != nil {
-			return nil, nil, err
-		}
 	}
 	if err := couriers[0].register(ctx); err != nil {
 		return nil, nil, err
@@ -262,6 +265,49 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 	}
 	e.opts.Log("localenv: %d Courier replica(s) serving on ports %v (Service port %d), APIService %s Available", n, ports, servicePort, APIServiceName)
 	return couriers, lb, nil
+}
+
+// usePort sets the port Courier serves on, the Config that reaches it
+// there and the arguments (which name the port) of its next start. The
+// serving certificate names only hosts and IPs, so it stays.
+func (c *Courier) usePort(port int, args []string) {
+	admin := c.env.Upstream.Config
+	c.Port = port
+	c.Config = &rest.Config{
+		Host: "https://127.0.0.1:" + strconv.Itoa(port),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   c.CABundle,
+			CertData: admin.CertData,
+			KeyData:  admin.KeyData,
+		},
+		QPS:   admin.QPS,
+		Burst: admin.Burst,
+	}
+	c.proc.setArgs(args)
+}
+
+// waitServing waits until Courier answers HTTPS with a certificate of its
+// CA, whatever the status: then it, and not another process, has its port.
+// Courier binds the port while it builds its configuration, long before it
+// is ready.
+func (c *Courier) waitServing(ctx context.Context) error {
+	hc, err := rest.HTTPClientFor(c.Config)
+	if err != nil {
+		return err
+	}
+	hc.Timeout = 5 * time.Second
+	err = poll(ctx, apiServiceTimeout, c.proc, func() (bool, error) {
+		resp, err := hc.Get(c.Config.Host + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return true, nil
+	})
+	if err != nil {
+		return c.proc.failure(fmt.Errorf("no HTTPS answer on port %d: %w", c.Port, err))
+	}
+	return nil
 }
 
 // register applies the Service and APIService that route to this Courier

@@ -9,6 +9,10 @@
 // and service-account key, so credentials of one cluster do not work on
 // another, as with separate real clusters.
 //
+// Servers listen on 127.0.0.1 on ports reserved by ports.go: outside the
+// kernel's ephemeral port range, never shared with another test process,
+// and a server that finds its port taken anyway starts on another.
+//
 // Layout of Options.Dir:
 //
 //	<name>.kubeconfig                    admin kubeconfig (group system:masters)
@@ -78,7 +82,8 @@ type Env struct {
 	procs      []*process // every process, in start order
 	couriers   []*Courier
 	balancers  []*Balancer
-	courierSeq int // names courier, courier-2, ... (logs, pki dirs)
+	courierSeq int   // names courier, courier-2, ... (logs, pki dirs)
+	ports      []int // reserved for this Env (ports.go); Stop releases them
 	stopped    bool
 }
 
@@ -97,10 +102,14 @@ type Cluster struct {
 	// Metadata level: who did it, as whom (impersonation), to what.
 	AuditLog string
 
-	env       *Env
-	ca        *keyPair // signs the serving certificate and all client certificates
-	apiserver *process
-	kcm       *process
+	env           *Env
+	ca            *keyPair // signs the serving certificate and all client certificates
+	admin         *keyPair // client certificate of Kubeconfig and Config
+	kcmCert       *keyPair // kube-controller-manager's client certificate
+	kcmKubeconfig string
+	apiserverArgs func(port int) []string
+	apiserver     *process
+	kcm           *process
 }
 
 // Start starts etcd, then every cluster concurrently, and returns once each
@@ -150,24 +159,18 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	for i := 1; i <= o.Downstreams; i++ {
 		names = append(names, fmt.Sprintf("downstream-%d", i))
 	}
-	ports, err := freePorts(2 + len(names))
-	if err != nil {
+	if err := e.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	e.etcdURL = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	clusters := make([]*Cluster, len(names))
 	for i, name := range names {
-		c, err := e.newCluster(name, ports[2+i])
+		c, err := e.newCluster(name)
 		if err != nil {
 			return nil, fmt.Errorf("localenv: cluster %s: %w", name, err)
 		}
 		clusters[i] = c
 	}
 	e.Upstream, e.Downstreams = clusters[0], clusters[1:]
-
-	if err := e.startEtcd(ctx, ports[1]); err != nil {
-		return nil, err
-	}
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(clusters))
@@ -190,8 +193,9 @@ func (e *Env) Clusters() []*Cluster {
 // Dir is the work directory (absolute).
 func (e *Env) Dir() string { return e.opts.Dir }
 
-// Stop stops every process the Env started (Courier first, etcd last). It
-// is idempotent and safe to call from t.Cleanup after a failed test.
+// Stop stops every process the Env started (Courier first, etcd last) and
+// releases the Env's ports. It is idempotent and safe to call from
+// t.Cleanup after a failed test.
 func (e *Env) Stop() {
 	e.mu.Lock()
 	if e.stopped {
@@ -221,6 +225,15 @@ func (e *Env) Stop() {
 	wg.Wait()
 	if e.etcd != nil {
 		e.etcd.stop()
+	}
+	e.mu.Lock()
+	ports := e.ports
+	e.ports = nil
+	e.mu.Unlock()
+	if a, err := defaultPorts(); err == nil {
+		for _, p := range ports {
+			a.release(p)
+		}
 	}
 }
 
@@ -261,51 +274,72 @@ func (e *Env) isStopped() bool {
 	return e.stopped
 }
 
-func (e *Env) startEtcd(ctx context.Context, peerPort int) error {
-	client := e.etcdURL
-	peer := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	e.etcd = e.newProcess("etcd", "etcd", []string{
-		"--name=localenv",
-		"--data-dir=" + filepath.Join(e.opts.Dir, "etcd"),
-		"--listen-client-urls=" + client,
-		"--advertise-client-urls=" + client,
-		"--listen-peer-urls=" + peer,
-		"--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=localenv=" + peer,
-		// Test data: durability across a machine crash is worthless, and
-		// fsync on a shared disk is the slowest part of every write.
-		"--unsafe-no-fsync=true",
-		"--log-level=warn",
-	})
-	if err := e.etcd.start(); err != nil {
+// startEtcd starts etcd on two reserved ports (client and peer) and sets
+// etcdURL, which the kube-apiservers are then configured with.
+func (e *Env) startEtcd(ctx context.Context) error {
+	dataDir := filepath.Join(e.opts.Dir, "etcd")
+	e.etcd = e.newProcess("etcd", "etcd", nil)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	configure := func(ports []int) error {
+		if e.etcdURL != "" {
+			// An attempt failed to bind its ports. etcd binds before it
+			// writes data, but a member stored with the old peer URL
+			// would not start on the new one.
+			if err := os.RemoveAll(dataDir); err != nil {
+				return err
+			}
+		}
+		client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		e.etcdURL = client
+		e.etcd.setArgs([]string{
+			"--name=localenv",
+			"--data-dir=" + dataDir,
+			"--listen-client-urls=" + client,
+			"--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer,
+			"--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=localenv=" + peer,
+			// Test data: durability across a machine crash is worthless,
+			// and fsync on a shared disk is the slowest part of every
+			// write.
+			"--unsafe-no-fsync=true",
+			"--log-level=warn",
+		})
+		return nil
+	}
+	wait := func() error {
+		err := poll(ctx, 30*time.Second, e.etcd, func() (bool, error) {
+			resp, err := hc.Get(e.etcdURL + "/health")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		})
+		if err != nil {
+			return e.etcd.failure(fmt.Errorf("not healthy: %w", err))
+		}
+		return nil
+	}
+	if _, err := e.startOnFreePorts(e.etcd, 2, configure, wait); err != nil {
 		return err
 	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	err := poll(ctx, 30*time.Second, e.etcd, func() (bool, error) {
-		resp, err := hc.Get(client + "/health")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		return e.etcd.failure(fmt.Errorf("not healthy: %w", err))
-	}
-	e.opts.Log("localenv: etcd ready at %s", client)
+	e.opts.Log("localenv: etcd ready at %s", e.etcdURL)
 	return nil
 }
 
-// newCluster generates the cluster's PKI and kubeconfigs and prepares (but
-// does not start) its processes.
-func (e *Env) newCluster(name string, port int) (*Cluster, error) {
+// newCluster generates the cluster's PKI and prepares (but does not start)
+// its processes. What names the API server's port (URL, Config, the
+// kubeconfigs, --secure-port) is set by usePort once the port is known.
+func (e *Env) newCluster(name string) (*Cluster, error) {
 	dir := filepath.Join(e.opts.Dir, "pki", name)
 	c := &Cluster{
-		Name:       name,
-		URL:        fmt.Sprintf("https://127.0.0.1:%d", port),
-		Kubeconfig: filepath.Join(e.opts.Dir, name+".kubeconfig"),
-		AuditLog:   filepath.Join(e.opts.Dir, "logs", "audit-"+name+".log"),
-		env:        e,
+		Name:          name,
+		Kubeconfig:    filepath.Join(e.opts.Dir, name+".kubeconfig"),
+		AuditLog:      filepath.Join(e.opts.Dir, "logs", "audit-"+name+".log"),
+		kcmKubeconfig: filepath.Join(dir, "controller-manager.kubeconfig"),
+		env:           e,
 	}
 	var err error
 	if c.ca, err = newCA(name + "-ca"); err != nil {
@@ -365,56 +399,49 @@ func (e *Env) newCluster(name string, port int) (*Cluster, error) {
 		return nil, err
 	}
 
-	admin, err := c.ca.issue(certSpec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-	if err != nil {
-		return nil, err
-	}
-	c.Config = clientCertConfig(c.URL, c.ca.CertPEM, admin)
-	if err := writeKubeconfig(c.Kubeconfig, name, c.Config); err != nil {
+	if c.admin, err = c.ca.issue(certSpec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, err
 	}
 	// kube-controller-manager uses its own identity, bound by the bootstrap
 	// RBAC policy, as in kubeadm clusters: this keeps RBAC behaviour real.
-	kcmCert, err := c.ca.issue(certSpec{CommonName: "system:kube-controller-manager", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-	if err != nil {
-		return nil, err
-	}
-	kcmKubeconfig := filepath.Join(dir, "controller-manager.kubeconfig")
-	if err := writeKubeconfig(kcmKubeconfig, name, clientCertConfig(c.URL, c.ca.CertPEM, kcmCert)); err != nil {
+	if c.kcmCert, err = c.ca.issue(certSpec{CommonName: "system:kube-controller-manager", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, err
 	}
 
-	c.apiserver = e.newProcess("kube-apiserver-"+name, "kube-apiserver", []string{
-		"--etcd-servers=" + e.etcdURL,
-		"--etcd-prefix=/registry-" + name,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		// Loopback cannot be an advertised endpoint of the kubernetes
-		// Service; without this kube-apiserver refuses 127.0.0.1.
-		"--endpoint-reconciler-type=none",
-		"--cert-dir=" + dir,
-		"--tls-cert-file=" + servingCert,
-		"--tls-private-key-file=" + servingKey,
-		"--client-ca-file=" + caFile,
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + saPubFile,
-		"--service-account-signing-key-file=" + saKeyFile,
-		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=Node,RBAC",
-		"--requestheader-client-ca-file=" + frontCAFile,
-		"--requestheader-allowed-names=front-proxy-client",
-		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file=" + proxyCert,
-		"--proxy-client-key-file=" + proxyKey,
-		"--audit-policy-file=" + filepath.Join(e.opts.Dir, "audit-policy.yaml"),
-		"--audit-log-path=" + c.AuditLog,
-		"--profiling=false",
-	})
+	c.apiserverArgs = func(port int) []string {
+		return []string{
+			"--etcd-servers=" + e.etcdURL,
+			"--etcd-prefix=/registry-" + name,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			// Loopback cannot be an advertised endpoint of the kubernetes
+			// Service; without this kube-apiserver refuses 127.0.0.1.
+			"--endpoint-reconciler-type=none",
+			"--cert-dir=" + dir,
+			"--tls-cert-file=" + servingCert,
+			"--tls-private-key-file=" + servingKey,
+			"--client-ca-file=" + caFile,
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + saPubFile,
+			"--service-account-signing-key-file=" + saKeyFile,
+			"--service-cluster-ip-range=10.0.0.0/24",
+			"--authorization-mode=Node,RBAC",
+			"--requestheader-client-ca-file=" + frontCAFile,
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + proxyCert,
+			"--proxy-client-key-file=" + proxyKey,
+			"--audit-policy-file=" + filepath.Join(e.opts.Dir, "audit-policy.yaml"),
+			"--audit-log-path=" + c.AuditLog,
+			"--profiling=false",
+		}
+	}
+	c.apiserver = e.newProcess("kube-apiserver-"+name, "kube-apiserver", nil)
 	c.kcm = e.newProcess("kube-controller-manager-"+name, "kube-controller-manager", []string{
-		"--kubeconfig=" + kcmKubeconfig,
+		"--kubeconfig=" + c.kcmKubeconfig,
 		"--leader-elect=false",
 		// 0 turns the serving endpoint off: nothing here needs its metrics,
 		// and it removes a port that could collide.
@@ -427,12 +454,31 @@ func (e *Env) newCluster(name string, port int) (*Cluster, error) {
 	return c, nil
 }
 
-// startAll starts kube-apiserver, waits for /readyz, starts
-// kube-controller-manager (which exits when it cannot reach the API server
-// quickly) and waits for the default ServiceAccount it creates.
+// usePort points everything that names the API server's port at port:
+// URL, Config, both kubeconfigs and --secure-port. The serving certificate
+// names only hosts and IPs, so it stays.
+func (c *Cluster) usePort(port int) error {
+	c.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	c.Config = clientCertConfig(c.URL, c.ca.CertPEM, c.admin)
+	if err := writeKubeconfig(c.Kubeconfig, c.Name, c.Config); err != nil {
+		return err
+	}
+	if err := writeKubeconfig(c.kcmKubeconfig, c.Name, clientCertConfig(c.URL, c.ca.CertPEM, c.kcmCert)); err != nil {
+		return err
+	}
+	c.apiserver.setArgs(c.apiserverArgs(port))
+	return nil
+}
+
+// startAll starts kube-apiserver on a reserved port (another one if that
+// port turns out taken), waits for /readyz, starts kube-controller-manager
+// (which exits when it cannot reach the API server quickly) and waits for
+// the default ServiceAccount it creates.
 func (c *Cluster) startAll(ctx context.Context) error {
 	began := time.Now()
-	if err := c.startAPIServer(ctx); err != nil {
+	configure := func(ports []int) error { return c.usePort(ports[0]) }
+	wait := func() error { return c.waitAPIServer(ctx) }
+	if _, err := c.env.startOnFreePorts(c.apiserver, 1, configure, wait); err != nil {
 		return err
 	}
 	if err := c.kcm.start(); err != nil {
@@ -463,6 +509,11 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if err := c.apiserver.start(); err != nil {
 		return err
 	}
+	return c.waitAPIServer(ctx)
+}
+
+// waitAPIServer waits until kube-apiserver answers /readyz with 200.
+func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	hc, err := rest.HTTPClientFor(c.Config)
 	if err != nil {
 		return err
@@ -488,7 +539,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 func (c *Cluster) Stop() { c.apiserver.stop() }
 
 // Start starts the kube-apiserver stopped by Stop again, on the same port
-// with the same data and certificates, and waits for /readyz.
+// (still reserved for the Env) with the same data and certificates, and
+// waits for /readyz.
 func (c *Cluster) Start(ctx context.Context) error { return c.startAPIServer(ctx) }
 
 // UserKubeconfig writes a kubeconfig for user (in groups) on cluster c,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -33,10 +32,11 @@ type process struct {
 	onStart func(pid int, path string) // records the pid for `localup down`
 	grace   time.Duration              // between SIGTERM and SIGKILL; default stopGrace
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once the process has been reaped
-	waitErr error
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed once the process has been reaped
+	waitErr  error
+	logStart int64 // size of the log when the last run started
 }
 
 // start runs the binary in a new process group (so stop can kill anything it
@@ -55,6 +55,9 @@ func (p *process) start() error {
 	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
+	}
+	if st, err := f.Stat(); err == nil {
+		p.logStart = st.Size()
 	}
 	fmt.Fprintf(f, "=== localenv: %s %s\n", p.path, strings.Join(p.args, " "))
 	cmd := exec.Command(p.path, p.args...)
@@ -78,6 +81,13 @@ func (p *process) start() error {
 		p.onStart(cmd.Process.Pid, p.path)
 	}
 	return nil
+}
+
+// setArgs replaces the arguments the next start uses.
+func (p *process) setArgs(args []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.args = args
 }
 
 // exited reports whether the process has ended, and how.
@@ -177,37 +187,4 @@ func Tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
-}
-
-// freePort asks the kernel for an unused loopback port. The port is free
-// when this returns, not reserved: another process could take it before
-// ours binds, which is rare enough on a test machine to accept.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// freePorts returns n distinct free ports (held open together so the kernel
-// cannot hand out the same one twice).
-func freePorts(n int) ([]int, error) {
-	ls := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

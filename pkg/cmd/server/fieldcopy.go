@@ -7,11 +7,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -74,12 +77,19 @@ func (f *FieldCopyOptions) validate() []error {
 // newFieldCopies returns the field-copy controller, or nil when no
 // --fieldcopy-target is set (the fieldcopies view then stays empty).
 // With follower set (leader election on) it writes nothing until
-// SetLeading(true).
-func newFieldCopies(config *rest.Config, store *memstore.Store[*courier.FieldCopy], events record.EventBroadcaster, f FieldCopyOptions, follower bool) (*fieldcopy.Controller, error) {
+// SetLeading(true). shared are the metadata-only informers over all
+// namespaces that the views already run (Secrets, ConfigMaps): field
+// copies watch those kinds through them rather than a second time.
+func newFieldCopies(config *rest.Config, store *memstore.Store[*courier.FieldCopy], events record.EventBroadcaster, f FieldCopyOptions, follower bool,
+	shared map[schema.GroupVersionResource]cache.SharedIndexInformer) (*fieldcopy.Controller, error) {
 	if len(f.Targets) == 0 {
 		return nil, nil
 	}
 	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	metaClient, err := metadata.NewForConfig(config)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +103,8 @@ func newFieldCopies(config *rest.Config, store *memstore.Store[*courier.FieldCop
 	}
 	return fieldcopy.NewController(fieldcopy.Config{
 		Dynamic:        dyn,
+		Metadata:       metaClient,
+		Shared:         shared,
 		Resolver:       resources.NewResolver(disc, discoveryRefresh),
 		Store:          store,
 		Targets:        targets,

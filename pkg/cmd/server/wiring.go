@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -90,16 +92,23 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	// Sources are watched as metadata only: Courier never holds the data of
 	// Secrets it does not copy. It reads in full only the sources it copies
 	// and the kubeconfig Secrets of Clusters.
-	secrets := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("secrets"))
-	configMaps := v.metadataInformers.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	secretsGVR, configMapsGVR := corev1.SchemeGroupVersion.WithResource("secrets"), corev1.SchemeGroupVersion.WithResource("configmaps")
+	secrets := v.metadataInformers.ForResource(secretsGVR)
+	configMaps := v.metadataInformers.ForResource(configMapsGVR)
+	for _, inf := range []cache.SharedIndexInformer{secrets.Informer(), configMaps.Informer()} {
+		if err := inf.SetTransform(trimMetadata); err != nil {
+			return nil, err
+		}
+	}
 
 	var eng *engine.Engine
 	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kube}, downstream.Options{
 		WatchSelector: func(c *fleetv1alpha1.Cluster) labels.Selector {
 			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
 		},
-		OnChange:  func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
-		UserAgent: "courier",
+		ForeignSelector: copyspec.FleetCopySelector(),
+		OnChange:        func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
+		UserAgent:       "courier",
 	})
 	eng = engine.New(engine.Config{
 		UpstreamID: upstreamID,
@@ -137,7 +146,13 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if err != nil {
 		return nil, err
 	}
-	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect); err != nil {
+	// Field copies watch Secrets and ConfigMaps through the same metadata
+	// informers, whether as targets or as sources.
+	shared := map[schema.GroupVersionResource]cache.SharedIndexInformer{
+		secretsGVR:    secrets.Informer(),
+		configMapsGVR: configMaps.Informer(),
+	}
+	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect, shared); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -190,4 +205,22 @@ func (s secretSource) ResourceVersion(namespace, name string) (string, bool) {
 
 func (s secretSource) Get(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	return s.kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// trimMetadata drops, before caching, what the views never read of a
+// Secret's or ConfigMap's metadata: managedFields (the bulk of it) and
+// kubectl's last-applied-configuration annotation, which holds the whole
+// object as applied, data included.
+func trimMetadata(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+				a = maps.Clone(a)
+				delete(a, corev1.LastAppliedConfigAnnotation)
+				m.SetAnnotations(a)
+			}
+		}
+	}
+	return obj, nil
 }

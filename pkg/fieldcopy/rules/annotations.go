@@ -51,6 +51,23 @@ func (r Rule) DestinationName() string {
 	return r.DestinationText
 }
 
+// IsRuleAnnotation reports whether an annotation key holds field-copy
+// rules: a replace- or merge- key, or courier.dev/field-copies.
+func IsRuleAnnotation(key string) bool {
+	return strings.HasPrefix(key, ReplacePrefix) || strings.HasPrefix(key, MergePrefix) || key == FieldCopiesAnnotation
+}
+
+// HasRules reports whether annotations hold a field-copy rule key, without
+// parsing anything: the cheap test for "is this object a target at all".
+func HasRules(annotations map[string]string) bool {
+	for key := range annotations {
+		if IsRuleAnnotation(key) {
+			return true
+		}
+	}
+	return false
+}
+
 // fieldCopyEntry is one element of the courier.dev/field-copies list.
 type fieldCopyEntry struct {
 	To   *string `json:"to"`

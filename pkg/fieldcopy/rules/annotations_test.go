@@ -172,3 +172,20 @@ func FuzzParseAnnotations(f *testing.F) {
 		}
 	})
 }
+
+func TestHasRules(t *testing.T) {
+	for _, c := range []struct {
+		annotations map[string]string
+		want        bool
+	}{
+		{nil, false},
+		{map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}", "k8s-copier.fig.org/other": "x"}, false},
+		{map[string]string{ReplacePrefix + "spec.x": "json:1"}, true},
+		{map[string]string{MergePrefix + "spec.x": "json:1"}, true},
+		{map[string]string{FieldCopiesAnnotation: "[]"}, true},
+	} {
+		if got := HasRules(c.annotations); got != c.want {
+			t.Errorf("HasRules(%v) = %v", c.annotations, got)
+		}
+	}
+}
