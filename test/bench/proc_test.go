@@ -179,8 +179,9 @@ func (m metrics) sum(name string, labels ...string) float64 {
 }
 
 // requests sums apiserver_request_total by verb and resource (with
-// subresource), leaving out zeros, e.g. "GET secrets 50".
-func (m metrics) requests() string {
+// subresource), leaving out zeros, e.g. "GET secrets 50": the limit
+// largest (all when limit is 0).
+func (m metrics) requests(limit int) string {
 	by := map[string]float64{}
 	for series, v := range m {
 		name, labels, _ := strings.Cut(series, "{")
@@ -203,9 +204,13 @@ func (m metrics) requests() string {
 	sort.Slice(keys, func(i, j int) bool {
 		return by[keys[i]] > by[keys[j]] || by[keys[i]] == by[keys[j]] && keys[i] < keys[j]
 	})
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
 	var out []string
 	for _, k := range keys {
-		out = append(out, fmt.Sprintf("%s %.4g", k, by[k]))
+		v := strconv.FormatFloat(by[k], 'f', 1, 64) // means over windows
+		out = append(out, k+" "+strings.TrimSuffix(v, ".0"))
 	}
 	if len(out) == 0 {
 		return "none"

@@ -11,35 +11,35 @@ import (
 	"time"
 )
 
-// fanoutResult is what one scenario (Courier or a baseline) measured for
-// one N.
-type fanoutResult struct {
-	scenario string
-	n        int
-	// latencies holds one entry per copy and round: from the upstream
-	// update call returning to the copy showing the new value downstream.
+// roundStats is what one side measured for one kind of change at one N.
+type roundStats struct {
+	side, kind string
+	n          int
+	copies     int // copies per round
+	// latencies holds one entry per copy and round: from the start of the
+	// change to the copy showing the new value downstream.
 	latencies []time.Duration
 	// makespans holds one entry per round: until the round's last copy
 	// landed.
 	makespans []time.Duration
 }
 
-func (r *fanoutResult) p50() time.Duration { return percentile(r.latencies, 50) }
-func (r *fanoutResult) p99() time.Duration { return percentile(r.latencies, 99) }
-
-func (r *fanoutResult) mean() time.Duration {
-	if len(r.latencies) == 0 {
-		return 0
-	}
-	var total time.Duration
-	for _, l := range r.latencies {
-		total += l
-	}
-	return total / time.Duration(len(r.latencies))
+func (r *roundStats) add(copies int, lat []time.Duration) {
+	r.copies = copies
+	r.latencies = append(r.latencies, lat...)
+	r.makespans = append(r.makespans, maxDuration(lat))
 }
 
-// copiesPerSecond is N / the mean time until a round's last copy landed.
-func (r *fanoutResult) copiesPerSecond() float64 {
+func (r *roundStats) p50() time.Duration { return percentile(r.latencies, 50) }
+func (r *roundStats) p99() time.Duration { return percentile(r.latencies, 99) }
+
+// medianMakespan is the median (nearest rank) of the rounds' times to
+// their last copy.
+func (r *roundStats) medianMakespan() time.Duration { return percentile(r.makespans, 50) }
+
+// copiesPerSecond is the copies of all rounds over the sum of the rounds'
+// times to their last copy.
+func (r *roundStats) copiesPerSecond() float64 {
 	var total time.Duration
 	for _, m := range r.makespans {
 		total += m
@@ -47,7 +47,7 @@ func (r *fanoutResult) copiesPerSecond() float64 {
 	if total <= 0 {
 		return 0
 	}
-	return float64(r.n*len(r.makespans)) / total.Seconds()
+	return float64(r.copies*len(r.makespans)) / total.Seconds()
 }
 
 type memoryResult struct {
@@ -65,15 +65,15 @@ func (m memoryResult) deltaMiB() float64 { return float64(m.after-m.before) / (1
 // explain it.
 type report struct {
 	mu     sync.Mutex
-	fanout []*fanoutResult
+	scale  []scaleRow
 	memory []memoryResult
 	notes  []string
 }
 
-func (r *report) addFanout(f *fanoutResult) {
+func (r *report) addScale(rows ...scaleRow) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fanout = append(r.fanout, f)
+	r.scale = append(r.scale, rows...)
 }
 
 func (r *report) addMemory(m memoryResult) {
@@ -97,34 +97,15 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
-// print writes the table: per N the Courier row, then each baseline with
-// the ratios Courier/baseline (for p50 and p99 above 1 means Courier is
-// slower; for copies/s below 1 means Courier is slower).
+// print writes the table of issue 11's figures (each with its target and
+// PASS or FAIL), the memory row, then the notes that help explain them.
 func (r *report) print(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "=== courier benchmark ===")
-	if len(r.fanout) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "scenario\tN\trounds\tp50\tp99\tcopies/s\tratio(p50)\tratio(p99)\tratio(copies/s)")
-		var courierRow *fanoutResult
-		for _, f := range r.fanout {
-			rp50, rp99, rcps := "-", "-", "-"
-			if f.scenario == scenarioCourier {
-				courierRow = f
-			} else if courierRow != nil && courierRow.n == f.n {
-				rp50 = ratio(float64(courierRow.p50()), float64(f.p50()))
-				rp99 = ratio(float64(courierRow.p99()), float64(f.p99()))
-				rcps = ratio(courierRow.copiesPerSecond(), f.copiesPerSecond())
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.1f\t%s\t%s\t%s\n", f.scenario, f.n, len(f.makespans),
-				ms(f.p50()), ms(f.p99()), f.copiesPerSecond(), rp50, rp99, rcps)
-		}
-		tw.Flush()
-		fmt.Fprintln(w, "ratio = courier / baseline of the same N: above 1 for p50/p99, below 1 for copies/s, means Courier is slower.")
-		fmt.Fprintln(w, "p50/p99: nearest rank over N x rounds per-copy latencies; copies/s: N x rounds / sum of the rounds' times to their last copy.")
-		fmt.Fprintf(w, "%q is a diagnostic row, not a baseline: the x4 loop reading each copy before updating it, as Courier does.\n", scenarioPoolGet)
+	if len(r.scale) > 0 {
+		printScale(w, r.scale)
 	}
 	if len(r.memory) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1,0 +1,70 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// profileDir is COURIER_BENCH_PROFILE: when set, the benchmark saves
+// Courier's pprof profiles there (a CPU profile over the first round of a
+// change of every source at each N, a heap profile while it holds the
+// copies), read from Courier's /debug/pprof as the upstream admin. Unset,
+// nothing is fetched and the figures are not disturbed by profiling.
+func profileDir() string { return os.Getenv("COURIER_BENCH_PROFILE") }
+
+// profileSeconds is COURIER_BENCH_PROFILE_SECONDS, default 30: the length
+// of the CPU profile.
+func profileSeconds(t *testing.T) time.Duration {
+	return time.Duration(intsFromEnv(t, "COURIER_BENCH_PROFILE_SECONDS", []int{30})[0]) * time.Second
+}
+
+// startCPUProfile starts fetching a CPU profile of d in the background;
+// the returned function waits for it and writes it to name.
+func startCPUProfile(t *testing.T, name string, d time.Duration) func() {
+	dir := profileDir()
+	if dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+		if err := saveProfile(path, filepath.Join(dir, name), d+time.Minute); err != nil {
+			t.Logf("CPU profile %s: %v", name, err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// saveHeapProfile writes Courier's heap profile to name.
+func saveHeapProfile(t *testing.T, name string) {
+	dir := profileDir()
+	if dir == "" {
+		return
+	}
+	if err := saveProfile("/debug/pprof/heap", filepath.Join(dir, name), time.Minute); err != nil {
+		t.Logf("heap profile %s: %v", name, err)
+	}
+}
+
+func saveProfile(path, file string, timeout time.Duration) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	hc, err := rest.HTTPClientFor(courier.Config)
+	if err != nil {
+		return err
+	}
+	hc.Timeout = timeout
+	body, err := getBody(context.Background(), hc, courier.Config.Host+path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
+}

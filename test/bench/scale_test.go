@@ -1,0 +1,376 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+)
+
+const (
+	// benchLabel is on Courier's sources (and so on its copies) and on the
+	// pool's copies: the downstream watch selects by it.
+	benchLabel = "courier-bench"
+	// roundKey is the data key whose value changes every round.
+	roundKey = "round"
+	// sourcesPerOp is how many Secrets the HelmOp lists.
+	sourcesPerOp = 10
+	// sourceBytes is each source's payload, besides its round key.
+	sourceBytes = 1024
+	helmOpName  = "scale"
+	// setupWorkers create Clusters, kubeconfig Secrets and ConfigMaps
+	// upstream, a few at a time.
+	setupWorkers = 8
+
+	sideCourier = "courier"
+	sidePool    = "pool"
+	kindAll     = "every source"
+	kindOne     = "one source"
+)
+
+// layout names what one N uses.
+type layout struct{ n int }
+
+func (l layout) workspace() string        { return fmt.Sprintf("bench-%d-ws", l.n) }
+func (l layout) poolSources() string      { return fmt.Sprintf("bench-%d-pool", l.n) }
+func (l layout) listNS() string           { return fmt.Sprintf("bench-%d-list", l.n) }
+func (l layout) courierDest(i int) string { return fmt.Sprintf("bench-%d-c%d", l.n, i) }
+func (l layout) poolDest(i int) string    { return fmt.Sprintf("bench-%d-p%d", l.n, i) }
+func clusterName(i int) string            { return fmt.Sprintf("c%d", i) }
+func sourceName(j int) string             { return fmt.Sprintf("s%d", j) }
+
+func allSources() []string {
+	out := make([]string, sourcesPerOp)
+	for j := range out {
+		out[j] = sourceName(j)
+	}
+	return out
+}
+
+// budget bounds one wait for copies: generous, as it only turns a hang
+// into an error; nothing is judged by it.
+func (l layout) budget() time.Duration {
+	return 2*time.Minute + time.Duration(l.n*sourcesPerOp)*30*time.Millisecond
+}
+
+// keys are the arrivals that complete a round: every named source with
+// value in every cluster's destination namespace.
+func (l layout) keys(dest func(int) string, names []string, value string) []arrivalKey {
+	out := make([]arrivalKey, 0, l.n*len(names))
+	for i := 1; i <= l.n; i++ {
+		for _, name := range names {
+			out = append(out, arrivalKey{ns: dest(i), name: name, value: value})
+		}
+	}
+	return out
+}
+
+// roundsFor is how many rounds of each kind run at n: COURIER_BENCH_ROUNDS,
+// else 5 up to 100 Clusters and 3 above (a round of every source at 1,000
+// Clusters is 10,000 copies on each side).
+func roundsFor(t *testing.T, n int) int {
+	def := 5
+	if n > 100 {
+		def = 3
+	}
+	return intsFromEnv(t, "COURIER_BENCH_ROUNDS", []int{def})[0]
+}
+
+// testScale is issue 11's benchmark for n simulated Fleet Clusters: n
+// Clusters in one workspace whose kubeconfigs reach the two downstream
+// kube-apiservers alternately, one HelmOp listing 10 Secrets of 1 KiB with
+// one target per Cluster, each with its own destination namespace; and
+// the client-go pool doing the same copies into namespaces of its own on
+// the same kube-apiservers. It measures, side by side, a new HelmOp's
+// creates, rounds of one change of every source and of one source,
+// then what Courier holds idle, then listing the rows against listing as
+// many ConfigMaps of the same size. last skips the cleanup when nothing
+// runs after it.
+func testScale(t *testing.T, n int, last bool) {
+	ctx := context.Background()
+	l := layout{n}
+	pid := courier.Pid()
+	if pid == 0 {
+		t.Fatal("Courier is not running")
+	}
+	up := fastUpstream(t)
+	fc, err := versioned.NewForConfig(env.Upstream.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{l.workspace(), l.poolSources()} {
+		if _, err := up.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !last {
+		t.Cleanup(func() { cleanupScale(t, up, fc, l) })
+	}
+	w := startWatcher(t)
+
+	// Clusters, each with its kubeconfig Secret, and the sources of both
+	// sides.
+	began := time.Now()
+	kubeconfigs := createClusters(t, ctx, up, fc, l)
+	payload := make([]byte, sourceBytes)
+	_, _ = rand.Read(payload)
+	for _, name := range allSources() {
+		for ns, labels := range map[string]map[string]string{l.workspace(): {benchLabel: sideCourier}, l.poolSources(): nil} {
+			if _, err := up.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+				Data: map[string][]byte{roundKey: []byte("r0"), "payload": payload}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	created := time.Since(began)
+	waitIdle(t, pid, l.budget())
+	results.note("N=%d: %d Clusters with kubeconfig Secrets and 2 x %d sources created in %s; Courier idle again %s after the start",
+		n, n, sourcesPerOp, created.Round(100*time.Millisecond), time.Since(began).Round(time.Second))
+	p := newPool(up, l.poolSources(), kubeconfigs, l.poolDest)
+	s := &scaleRun{t: t, l: l, pid: pid, up: up, fc: fc, w: w, pool: p, stats: map[string]*roundStats{}}
+	s.newHelmOp()
+	s.rounds(roundsFor(t, n))
+	s.hold()
+	s.list()
+	s.report()
+}
+
+// createClusters creates n kubeconfig Secrets and Clusters, setupWorkers at
+// a time, and returns the kubeconfigs by cluster index.
+func createClusters(t *testing.T, ctx context.Context, up kubernetes.Interface, fc versioned.Interface, l layout) [][]byte {
+	t.Helper()
+	var perDownstream [][]byte
+	for _, ds := range env.Downstreams {
+		kc, err := os.ReadFile(ds.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perDownstream = append(perDownstream, kc)
+	}
+	kubeconfigs := make([][]byte, l.n)
+	err := parallel(l.n, setupWorkers, func(i int) error {
+		name := clusterName(i + 1)
+		kubeconfigs[i] = perDownstream[i%len(perDownstream)]
+		if _, err := up.CoreV1().Secrets(l.workspace()).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig"},
+			Data: map[string][]byte{"value": kubeconfigs[i]}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		_, err := fc.FleetV1alpha1().Clusters(l.workspace()).Create(ctx, &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: fleet.ClusterSpec{KubeConfigSecret: name + "-kubeconfig"}}, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("creating Clusters: %v", err)
+	}
+	return kubeconfigs
+}
+
+// scaleRun is one N's state while it is measured.
+type scaleRun struct {
+	t    *testing.T
+	l    layout
+	pid  int
+	up   kubernetes.Interface
+	fc   versioned.Interface
+	w    *watcher
+	pool *pool
+
+	create  map[string][]time.Duration // side -> latencies of the N x 10 creates
+	stats   map[string]*roundStats     // side + kind -> rounds
+	diag    map[string]*courierWindow
+	poolCPU time.Duration // Courier's CPU time during the pool's rounds
+	rss     int64
+	heap    float64
+	idleCPU float64 // cores
+	idleFor time.Duration
+	listing *listResult
+}
+
+func (s *scaleRun) stat(side, kind string) *roundStats {
+	k := side + "/" + kind
+	if s.stats[k] == nil {
+		s.stats[k] = &roundStats{side: side, kind: kind, n: s.l.n}
+	}
+	return s.stats[k]
+}
+
+// newHelmOp measures a new HelmOp's N x 10 copies: Courier's (from the
+// HelmOp's create to the last copy seen downstream: Courier builds its
+// client and informers for a Cluster when a HelmOp first targets it) and
+// the pool's (from the start of its run, building its clients and creating
+// the namespaces included, to the last copy).
+func (s *scaleRun) newHelmOp() {
+	t, ctx, l := s.t, context.Background(), s.l
+	s.create = map[string][]time.Duration{}
+	op := &fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: helmOpName}}
+	for _, name := range allSources() {
+		op.Spec.DownstreamResources = append(op.Spec.DownstreamResources, fleet.DownstreamResource{Kind: "Secret", Name: name})
+	}
+	for i := 1; i <= l.n; i++ {
+		target := fleet.BundleTarget{ClusterName: clusterName(i)}
+		target.TargetNamespace = l.courierDest(i)
+		op.Spec.Targets = append(op.Spec.Targets, target)
+	}
+	win := s.openWindow()
+	t0 := time.Now()
+	if _, err := s.fc.FleetV1alpha1().HelmOps(l.workspace()).Create(ctx, op, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lat, err := s.w.wait(l.keys(l.courierDest, allSources(), "r0"), t0, l.budget())
+	if err != nil {
+		t.Fatalf("Courier's first copies: %v\n%s", err, rowsSummary(s.fc, l.workspace()))
+	}
+	s.create[sideCourier] = lat
+	waitSynced(t, s.fc, l.workspace(), l.n*sourcesPerOp, l.budget())
+	waitIdle(t, s.pid, l.budget())
+	s.closeWindow(win, "new HelmOp")
+
+	time.Sleep(limiterRefill)
+	t0 = time.Now()
+	if err := s.pool.create(ctx, allSources()); err != nil {
+		t.Fatalf("the pool's first copies: %v", err)
+	}
+	if lat, err = s.w.wait(l.keys(l.poolDest, allSources(), "r0"), t0, l.budget()); err != nil {
+		t.Fatalf("the pool's first copies: %v", err)
+	}
+	s.create[sidePool] = lat
+	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, maxDuration(s.create[sideCourier]), maxDuration(lat))
+}
+
+// rounds runs r rounds, each with four measurements in rotating order:
+// Courier and the pool each after one change of every source (N x 10
+// copies) and after one change of one source (N copies; a different source
+// each round). Each starts once Courier is idle and client-go's rate
+// limiters are full again (limiterRefill after the last request), so no
+// measurement inherits the previous one's throttling.
+func (s *scaleRun) rounds(r int) {
+	t, ctx, l := s.t, context.Background(), s.l
+	type step struct{ side, kind string }
+	order := []step{{sideCourier, kindAll}, {sidePool, kindAll}, {sideCourier, kindOne}, {sidePool, kindOne}}
+	for round := 1; round <= r; round++ {
+		for k := range order {
+			st := order[(k+round)%len(order)]
+			waitIdle(t, s.pid, l.budget())
+			time.Sleep(limiterRefill)
+			names := allSources()
+			if st.kind == kindOne {
+				names = []string{sourceName(round % sourcesPerOp)}
+			}
+			value := fmt.Sprintf("%s-%s-r%d", st.side, strings.Fields(st.kind)[0], round)
+			var lat []time.Duration
+			var err error
+			if st.side == sideCourier {
+				win := s.openWindow()
+				finishProfile := func() {}
+				if round == 1 && st.kind == kindAll {
+					finishProfile = startCPUProfile(t, fmt.Sprintf("cpu-%d-every-source.pprof", l.n), profileSeconds(t))
+				}
+				t0 := updateSources(t, s.up, l.workspace(), names, value)
+				if lat, err = s.w.wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
+					t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
+				}
+				waitIdle(t, s.pid, l.budget())
+				s.closeWindow(win, st.kind)
+				finishProfile()
+			} else {
+				c0 := mustCPU(t, s.pid)
+				t0 := updateSources(t, s.up, l.poolSources(), names, value)
+				if err := s.pool.update(ctx, names); err != nil {
+					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
+				}
+				if lat, err = s.w.wait(l.keys(l.poolDest, names, value), t0, l.budget()); err != nil {
+					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
+				}
+				s.poolCPU += mustCPU(t, s.pid) - c0
+			}
+			s.stat(st.side, st.kind).add(len(names)*l.n, lat)
+			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, maxDuration(lat).Round(time.Millisecond))
+		}
+	}
+}
+
+// hold measures what Courier costs while it holds N Clusters x 10 copies
+// and nothing changes: resident memory (the largest of 5 samples, after it
+// has been idle for a while) and CPU over idleWindow.
+func (s *scaleRun) hold() {
+	t := s.t
+	waitIdle(t, s.pid, s.l.budget())
+	time.Sleep(5 * time.Second)
+	s.rss, s.heap = sampleMemory(t, context.Background(), s.pid, 5, time.Second)
+	saveHeapProfile(t, fmt.Sprintf("heap-%d.pprof", s.l.n))
+	s.idleFor = idleWindow
+	c0 := mustCPU(t, s.pid)
+	time.Sleep(s.idleFor)
+	s.idleCPU = (mustCPU(t, s.pid) - c0).Seconds() / s.idleFor.Seconds()
+}
+
+const (
+	// idleWindow is how long idle CPU is measured.
+	idleWindow = 30 * time.Second
+	// limiterRefill refills a client-go token bucket at its defaults (QPS
+	// 5, burst 10), which both Courier's downstream clients and the pool's
+	// have: burst / QPS = 2 s.
+	limiterRefill = 2 * time.Second
+)
+
+func mustCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	c, err := cpuTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func maxDuration(d []time.Duration) time.Duration {
+	var m time.Duration
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
+}
+
+// updateSources sets the round key of each named source in ns to value,
+// all at once, and returns when it started: the time a round is measured
+// from, the same for both sides.
+func updateSources(t *testing.T, kube kubernetes.Interface, ns string, names []string, value string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	current := make([]*corev1.Secret, len(names))
+	for j, name := range names {
+		s, err := kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		current[j] = s
+	}
+	t0 := time.Now()
+	err := parallel(len(names), len(names), func(j int) error {
+		s := current[j]
+		for {
+			s.Data[roundKey] = []byte(value)
+			_, err := kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+			if !apierrors.IsConflict(err) {
+				return err
+			}
+			if s, err = kube.CoreV1().Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return t0
+}
