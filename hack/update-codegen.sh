@@ -39,7 +39,11 @@ if [[ "${UPDATE_API_KNOWN_VIOLATIONS:-}" == "true" ]]; then
     update_report=(--update-report)
 fi
 
+# core/v1 is an extra input because downstreamcopies/payload answers with a
+# v1 Secret or ConfigMap: the OpenAPI spec needs their definitions (only the
+# definitions the API reaches are published).
 kube::codegen::gen_openapi \
+    --extra-pkgs k8s.io/api/core/v1 \
     --output-dir "${OUTPUT_ROOT}/pkg/generated/openapi" \
     --output-pkg "${THIS_PKG}/pkg/generated/openapi" \
     --report-filename "${OUTPUT_ROOT}/hack/api-rule-violations.list" \

@@ -18,11 +18,26 @@ import (
 )
 
 // ExtraConfig holds what Courier adds to the generic server configuration:
-// the stores the views are served from. Whoever computes the rows writes
-// them into these stores; the server only reads them.
+// the stores the views are served from, and what the payload subresource
+// needs. Whoever computes the rows writes them into these stores; the
+// server only reads them.
 type ExtraConfig struct {
 	DownstreamCopies *memstore.Store[*courier.DownstreamCopy]
 	FieldCopies      *memstore.Store[*courier.FieldCopy]
+	Payloads         PayloadConfig
+}
+
+// PayloadConfig is what downstreamcopies/<row>/payload is made from
+// (DESIGN §9).
+type PayloadConfig struct {
+	// Sources reads the upstream sources in full.
+	Sources downstreamcopy.Sources
+	// Agents tells who is the agent of a Cluster: only that user is
+	// served its Cluster's payloads.
+	Agents downstreamcopy.AgentChecker
+	// UpstreamID goes into every payload's owner label and
+	// courier.dev/upstream annotation, as on every copy Courier pushes.
+	UpstreamID string
 }
 
 // Config is the configuration of a Courier API server.
@@ -62,6 +77,10 @@ func (c completedConfig) New() (*CourierServer, error) {
 	if c.ExtraConfig.DownstreamCopies == nil || c.ExtraConfig.FieldCopies == nil {
 		return nil, fmt.Errorf("courier apiserver: both view stores must be set")
 	}
+	p := c.ExtraConfig.Payloads
+	if p.Sources == nil || p.Agents == nil || p.UpstreamID == "" {
+		return nil, fmt.Errorf("courier apiserver: payloads need sources, agents and the upstream id")
+	}
 	generic, err := c.GenericConfig.New("courier-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -69,8 +88,9 @@ func (c completedConfig) New() (*CourierServer, error) {
 
 	info := genericapiserver.NewDefaultAPIGroupInfo(courier.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"downstreamcopies": downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
-		"fieldcopies":      fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
+		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
+		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID),
+		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
 	}
 	if err := generic.InstallAPIGroup(&info); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", courier.GroupName, err)

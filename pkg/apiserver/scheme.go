@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +20,10 @@ var (
 
 func init() {
 	install.Install(Scheme)
+	// downstreamcopies/<row>/payload answers with the core/v1 Secret or
+	// ConfigMap a courier-agent writes downstream. Only these two core
+	// kinds are known here.
+	Scheme.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Secret{}, &corev1.ConfigMap{})
 
 	// The unversioned types the generic API server needs for discovery,
 	// errors and options, registered as sample-apiserver does.

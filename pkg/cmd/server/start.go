@@ -76,12 +76,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	payloads, err := pullDelivery(genericConfig, views, upstreamID)
+	if err != nil {
+		return err
+	}
 
 	cfg := &apiserver.Config{
 		GenericConfig: genericConfig,
 		ExtraConfig: apiserver.ExtraConfig{
 			DownstreamCopies: views.downstreamCopies,
 			FieldCopies:      views.fieldCopies,
+			Payloads:         payloads,
 		},
 	}
 	server, err := cfg.Complete().New()

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/courier-dev/courier/pkg/agentauth"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
@@ -66,6 +67,11 @@ type views struct {
 	downstreamCopies  *memstore.Store[*courier.DownstreamCopy]
 	fieldCopies       *memstore.Store[*courier.FieldCopy]
 	fieldCopy         *fieldcopy.Controller // nil without --fieldcopy-target
+	// upstream is the upstream cluster's client, as Courier.
+	upstream kubernetes.Interface
+	// agents indexes the Fleet Clusters by courier.dev/agent-user, for
+	// pull delivery (agents.go).
+	agents *agentauth.ClusterIndex
 }
 
 func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
@@ -87,8 +93,12 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		events:            record.NewBroadcaster(),
 		downstreamCopies:  memstore.New[*courier.DownstreamCopy](),
 		fieldCopies:       memstore.New[*courier.FieldCopy](),
+		upstream:          kube,
 	}
 	fleet := v.fleetInformers.Fleet().V1alpha1()
+	if v.agents, err = agentauth.NewClusterIndex(fleet.Clusters().Informer()); err != nil {
+		return nil, err
+	}
 	// Sources are watched as metadata only: Courier never holds the data of
 	// Secrets it does not copy. It reads in full only the sources it copies
 	// and the kubeconfig Secrets of Clusters.

@@ -1,0 +1,94 @@
+package agentauth
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/union"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// agentUserIndex indexes Clusters by their courier.dev/agent-user.
+const agentUserIndex = "courier.dev/agent-user"
+
+// ClusterIndex answers Agents from the Fleet Cluster informer, through an
+// index of its cache by annotation value: a lookup costs no list.
+type ClusterIndex struct {
+	informer cache.SharedIndexInformer
+}
+
+var _ Agents = &ClusterIndex{}
+
+// NewClusterIndex adds the agent-user index to the Cluster informer. Call
+// it before the informer starts.
+func NewClusterIndex(informer cache.SharedIndexInformer) (*ClusterIndex, error) {
+	if err := informer.AddIndexers(cache.Indexers{agentUserIndex: agentUserOf}); err != nil {
+		return nil, fmt.Errorf("indexing Clusters by %s: %w", courier.AnnotationAgentUser, err)
+	}
+	return &ClusterIndex{informer: informer}, nil
+}
+
+// agentUserOf is the index function: a Cluster's agent user, if any. An
+// empty annotation names no one.
+func agentUserOf(obj any) ([]string, error) {
+	c, ok := obj.(*fleet.Cluster)
+	if !ok {
+		return nil, nil
+	}
+	if u := c.Annotations[courier.AnnotationAgentUser]; u != "" {
+		return []string{u}, nil
+	}
+	return nil, nil
+}
+
+// ClustersOf implements Agents.
+func (x *ClusterIndex) ClustersOf(username string) []types.NamespacedName {
+	objs, err := x.informer.GetIndexer().ByIndex(agentUserIndex, username)
+	if err != nil {
+		return nil
+	}
+	out := make([]types.NamespacedName, 0, len(objs))
+	for _, o := range objs {
+		if c, ok := o.(*fleet.Cluster); ok {
+			out = append(out, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+		}
+	}
+	return out
+}
+
+// HasSynced implements Agents.
+func (x *ClusterIndex) HasSynced() bool { return x.informer.HasSynced() }
+
+// StoreRows answers Rows from the store downstreamcopies are served from.
+type StoreRows struct {
+	Store *memstore.Store[*courier.DownstreamCopy]
+}
+
+var _ Rows = StoreRows{}
+
+// ClusterOf implements Rows.
+func (s StoreRows) ClusterOf(namespace, name string) (string, bool) {
+	row, ok := s.Store.Get(namespace, name)
+	if !ok {
+		return "", false
+	}
+	return row.Spec.Cluster, true
+}
+
+// WithDelegate returns the authorizer Courier serves with: a first, then
+// delegate. a only denies or has no opinion, so what it lets through is
+// decided by delegate (union semantics: the first Allow or Deny wins).
+func WithDelegate(a *Authorizer, delegate authorizer.Authorizer) (authorizer.Authorizer, error) {
+	if delegate == nil {
+		return nil, fmt.Errorf("the agent authorizer needs an authorizer to delegate to")
+	}
+	return union.New(
+		union.NamedAuthorizer{AuthorizerName: "courier.dev/agents", Authorizer: a},
+		union.NamedAuthorizer{AuthorizerName: "delegated", Authorizer: delegate},
+	)
+}

@@ -1,0 +1,197 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+	basecompatibility "k8s.io/component-base/compatibility"
+	baseversion "k8s.io/component-base/version"
+
+	"github.com/courier-dev/courier/pkg/agentauth"
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// sources serves one Secret and one ConfigMap in fleet-default.
+type sources struct{}
+
+func (sources) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	if ns != "fleet-default" || name != "s" {
+		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "5"},
+		Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"password": []byte("pw")}}, nil
+}
+
+func (sources) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if ns != "fleet-default" || name != "cm" {
+		return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "6"},
+		Data: map[string]string{"k": "v"}}, nil
+}
+
+// agents: agent-edge1 is the agent of fleet-default/edge1.
+type agents struct{}
+
+func (agents) ClustersOf(u string) []types.NamespacedName {
+	if u == "agent-edge1" {
+		return []types.NamespacedName{{Namespace: "fleet-default", Name: "edge1"}}
+	}
+	return nil
+}
+func (agents) HasSynced() bool { return true }
+
+func dcpRow(name, kind, source string) *courier.DownstreamCopy {
+	return &courier.DownstreamCopy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: name},
+		Spec: courier.DownstreamCopySpec{HelmOp: "app", Cluster: "edge1",
+			Source: courier.CopySource{Kind: kind, Name: source}, Target: courier.CopyTarget{Namespace: "apps", Name: source}},
+		Status: courier.DownstreamCopyStatus{Phase: courier.CopyPhaseSynced},
+	}
+}
+
+// testServer is Courier's API server with the agent authorizer in front
+// of one that allows everything, and an authenticator that takes the user
+// from the X-Test-User header. It serves from a handler, without a port.
+func testServer(t *testing.T) http.Handler {
+	t.Helper()
+	store := memstore.New[*courier.DownstreamCopy]()
+	store.Replace([]*courier.DownstreamCopy{dcpRow("app.edge1.secret.s", "Secret", "s"), dcpRow("app.edge1.configmap.cm", "ConfigMap", "cm")})
+	agentAuthz := agentauth.New(agents{}, agentauth.StoreRows{Store: store})
+
+	cfg := genericapiserver.NewRecommendedConfig(Codecs)
+	cfg.ExternalAddress = "127.0.0.1:8443"
+	cfg.LoopbackClientConfig = &rest.Config{}
+	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	namer := openapi.NewDefinitionNamer(Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(courieropenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(courieropenapi.GetOpenAPIDefinitions, namer)
+	cfg.Authentication.Authenticator = authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		name := req.Header.Get("X-Test-User")
+		if name == "" {
+			return nil, false, nil
+		}
+		return &authenticator.Response{User: &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}}, true, nil
+	})
+	authz, err := agentauth.WithDelegate(agentAuthz, authorizerfactory.NewAlwaysAllowAuthorizer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Authorization.Authorizer = authz
+
+	c := &Config{GenericConfig: cfg, ExtraConfig: ExtraConfig{
+		DownstreamCopies: store,
+		FieldCopies:      memstore.New[*courier.FieldCopy](),
+		Payloads:         PayloadConfig{Sources: sources{}, Agents: agentAuthz, UpstreamID: "up"},
+	}}
+	s, err := c.Complete().New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.GenericAPIServer.PrepareRun()
+	return s.GenericAPIServer.Handler
+}
+
+func get(t *testing.T, h http.Handler, user, path string) (int, []byte) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.Header.Set("Accept", "application/json")
+	if user != "" {
+		req.Header.Set("X-Test-User", user)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	body, _ := io.ReadAll(w.Result().Body)
+	return w.Code, body
+}
+
+const payloadPath = "/apis/courier.dev/v1alpha1/namespaces/fleet-default/downstreamcopies/"
+
+func TestPayloadServed(t *testing.T) {
+	h := testServer(t)
+
+	t.Run("discovery lists the subresource", func(t *testing.T) {
+		code, body := get(t, h, "admin", "/apis/courier.dev/v1alpha1")
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+		var list metav1.APIResourceList
+		if err := json.Unmarshal(body, &list); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "downstreamcopies/payload" })
+		if i < 0 {
+			t.Fatalf("discovery has no downstreamcopies/payload: %s", body)
+		}
+		r := list.APIResources[i]
+		if r.Group != "" || r.Version != "v1" || r.Kind != "Secret" || !r.Namespaced || !slices.Equal(r.Verbs, metav1.Verbs{"get"}) {
+			t.Errorf("downstreamcopies/payload in discovery: %+v", r)
+		}
+	})
+	t.Run("a Secret row's payload is a v1 Secret", func(t *testing.T) {
+		code, body := get(t, h, "agent-edge1", payloadPath+"app.edge1.secret.s/payload")
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+		var s corev1.Secret
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.APIVersion != "v1" || s.Kind != "Secret" || s.Namespace != "apps" || s.Name != "s" || string(s.Data["password"]) != "pw" ||
+			s.Labels["courier.dev/managed-by"] != "courier" || s.Annotations["courier.dev/helmop"] != "fleet-default/app" {
+			t.Errorf("payload: %s", body)
+		}
+	})
+	t.Run("a ConfigMap row's payload is a v1 ConfigMap", func(t *testing.T) {
+		code, body := get(t, h, "agent-edge1", payloadPath+"app.edge1.configmap.cm/payload")
+		if code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+		var cm corev1.ConfigMap
+		if err := json.Unmarshal(body, &cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.APIVersion != "v1" || cm.Kind != "ConfigMap" || cm.Data["k"] != "v" || cm.Annotations["courier.dev/cluster"] != "edge1" {
+			t.Errorf("payload: %s", body)
+		}
+	})
+	t.Run("anyone else is refused by the authorizer", func(t *testing.T) {
+		code, body := get(t, h, "admin", payloadPath+"app.edge1.secret.s/payload")
+		if code != http.StatusForbidden || !strings.Contains(string(body), "payloads are served only to the agent") || strings.Contains(string(body), "cHc=") {
+			t.Errorf("admin: %d %s", code, body)
+		}
+	})
+	t.Run("the OpenAPI spec describes the payload", func(t *testing.T) {
+		code, body := get(t, h, "admin", "/openapi/v2")
+		if code != http.StatusOK {
+			t.Fatalf("%d %.300s", code, body)
+		}
+		for _, want := range []string{`"io.k8s.api.core.v1.Secret"`, `/apis/courier.dev/v1alpha1/namespaces/{namespace}/downstreamcopies/{name}/payload`} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/openapi/v2 lacks %s", want)
+			}
+		}
+		code, body = get(t, h, "admin", "/openapi/v3/apis/courier.dev/v1alpha1")
+		if code != http.StatusOK || !strings.Contains(string(body), `"io.k8s.api.core.v1.Secret"`) {
+			t.Errorf("/openapi/v3: %d %.300s", code, body)
+		}
+	})
+}
