@@ -63,9 +63,10 @@ test-e2e: build
 ## bench: Courier at 100 and 1,000 simulated Fleet Clusters side by side
 ## with a client-go pool (copies/s, time to the last copy, a new HelmOp's
 ## creates), its memory and idle CPU holding the copies, listing the rows
-## against listing ConfigMaps, and its memory under unrelated Secrets;
-## prints one table with targets (see docs/benchmarks.md). Starts its own
-## clusters: about 25 min on 2 cores once the tools are built.
+## against listing ConfigMaps, and its memory under unrelated Secrets (with
+## and without field copies); prints one table with targets (see
+## docs/benchmarks.md). Starts its own clusters: about 25 min on 2 cores
+## once the tools are built.
 bench: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_BENCH=1 \
 		$(GO) test -count=1 -timeout $(BENCH_TIMEOUT) -v ./test/bench/ -run Bench
