@@ -53,10 +53,23 @@ func (w *workspace) addCluster(name string, i int, secretNS string) {
 // namespace ns (the objects in it, and the namespace itself).
 func writesTo(t *testing.T, i int, ns string) []string {
 	t.Helper()
+	return auditWritesTo(t, i, ns, false)
+}
+
+// acceptedWritesTo is writesTo for the writes the kube-apiserver carried
+// out.
+func acceptedWritesTo(t *testing.T, i int, ns string) []string {
+	t.Helper()
+	return auditWritesTo(t, i, ns, true)
+}
+
+func auditWritesTo(t *testing.T, i int, ns string, accepted bool) []string {
+	t.Helper()
 	var out []string
-	for _, w := range courierWrites(t, i) {
-		if strings.Contains(w, " "+ns+"/") || strings.HasSuffix(w, "namespaces /"+ns) {
-			out = append(out, w)
+	for _, wr := range courierAuditWrites(t, i, accepted) {
+		wr = strings.SplitN(wr, " as ", 2)[0]
+		if strings.Contains(wr, " "+ns+"/") || strings.HasSuffix(wr, "namespaces /"+ns) {
+			out = append(out, wr)
 		}
 	}
 	return out
@@ -118,20 +131,6 @@ func TestTwinClustersOnOneAPIServer(t *testing.T) {
 	if len(done) != 1 || done[0] != "update secrets "+dest+"/s" || len(tried) > 2 {
 		t.Errorf("one source change: tried %q, carried out %q; want one update carried out, at most one more refused", tried, done)
 	}
-}
-
-// acceptedWritesTo is writesTo for the writes the kube-apiserver carried
-// out.
-func acceptedWritesTo(t *testing.T, i int, ns string) []string {
-	t.Helper()
-	var out []string
-	for _, wr := range courierAuditWrites(t, i, true) {
-		wr = strings.SplitN(wr, " as ", 2)[0]
-		if strings.Contains(wr, " "+ns+"/") || strings.HasSuffix(wr, "namespaces /"+ns) {
-			out = append(out, wr)
-		}
-	}
-	return out
 }
 
 // TestKubeconfigSecretNamespaces: a kubeconfig Secret is read from the
