@@ -351,7 +351,7 @@ func TestRESTConfig(t *testing.T) {
 		wantUserAgent string
 		wantQPS       float32
 	}{
-		{"defaults", Options{}, 10 * time.Second, "courier", 0},
+		{"defaults", Options{}, 10 * time.Second, "courier", QPS},
 		{"options", Options{Timeout: 3 * time.Second, UserAgent: "courier/test",
 			NewConfig: func(c *rest.Config) (*rest.Config, error) { c.QPS, c.Burst = 42, 84; return c, nil }},
 			3 * time.Second, "courier/test", 42},

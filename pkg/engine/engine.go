@@ -85,6 +85,14 @@ type Config struct {
 	// DrainTimeout bounds how long Run waits, once its context is done, for
 	// the groups of copies being written to finish (default 20 seconds).
 	DrainTimeout time.Duration
+	// SyncWait bounds how long a Cluster's pass waits for the informers of
+	// a client just built (default 2 seconds; negative: not at all). A
+	// synced informer answers for every copy of the Cluster without a
+	// request and lets new copies be created without a read
+	// (createUnread); a pass that starts before costs a GET per copy. An
+	// unreachable cluster's informers never sync: its pass goes on after
+	// SyncWait and fails on its first request.
+	SyncWait time.Duration
 }
 
 // DefaultWorkers is how many clusters are reconciled at once unless
@@ -145,6 +153,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 20 * time.Second
+	}
+	if cfg.SyncWait == 0 {
+		cfg.SyncWait = 2 * time.Second
 	}
 	registerMetrics()
 	e := &Engine{

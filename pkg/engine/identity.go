@@ -224,8 +224,11 @@ func (e *Engine) resolveIdentity(ctx context.Context, client *downstream.Client,
 
 // fallbackTTL is how long the answer to "does the fallback ServiceAccount
 // exist in this cluster?" is reused: every write pass would otherwise ask
-// again, and one created later is picked up within this time.
-const fallbackTTL = 30 * time.Second
+// again (at 1,000 Clusters, one GET per Cluster on every source change,
+// beside the one write the change needs). One created or deleted later is
+// picked up within this time, as a changed RBAC grant is (accessTTL); a
+// refused write asks again at once (identity.refused).
+const fallbackTTL = accessTTL
 
 // fallbackAnswers remembers, per cluster, whether the fallback
 // ServiceAccount existed and when that was asked. An answer holds for the
