@@ -297,6 +297,9 @@ func newEnv(t testing.TB, down *fakeCluster, sources ...runtime.Object) *testEnv
 		Downstream: env.ds,
 		Recorder:   env.recorder,
 		SyncWait:   -1, // the fakes' HasSynced says what each test wants at once
+		// One write at a time, so that tests can name the order of
+		// requests; TestGroupWritesAtOnce covers several.
+		GroupWriters: 1,
 		OnStatusChange: func(ch []copyview.StatusChange) {
 			env.statusChanges++
 			env.changes = append(env.changes, ch...)

@@ -307,19 +307,18 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 				status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: fmt.Sprintf("cluster %s: %s", cluster.Name, denied)}}), nil
 		}
 	}
-	for i, c := range group {
-		out[i] = e.execute(ctx, client, id, cluster, c, plans[i], namespaces)
-		if out[i].status.Phase == courier.CopyPhaseForbidden {
+	fatal := e.writeGroup(len(group), namespaces, plans, group, func(i int) outcome {
+		o := e.execute(ctx, client, id, cluster, group[i], plans[i], namespaces)
+		if o.status.Phase == courier.CopyPhaseForbidden {
 			id.refused() // cached allows may be stale: ask again next pass
 			if group[0].serviceAccount == "" {
 				e.fallbacks.forget(client.Key) // and whether the fallback exists
 			}
 		}
-		if out[i].fatal != nil {
-			return out, out[i].fatal
-		}
-	}
-	return out, nil
+		out[i] = o
+		return o
+	})
+	return out, fatal
 }
 
 // observed is what a replica that does not hold the lease records for a
@@ -485,29 +484,33 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 			}
 			namespaces[c.targetNS] = true
 		}
+		e.writing(cluster, c)
 		rv, err := p.ops.create(ctx, p.want)
+		e.wrote(cluster, c, rv)
 		if apierrors.IsAlreadyExists(err) && p.unread {
 			return e.createFoundExisting(ctx, client, id, cluster, c, p, namespaces)
 		}
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("creating %s as %s", what, id.user()), err)
 		}
-		e.expectEcho(cluster, c, rv)
 		return e.written(c, p.srcRV, "Created")
 	case actionRecreate:
 		uid := p.cur.GetUID()
 		if err := p.ops.delete(ctx, c.targetNS, c.name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
 			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
 		}
+		e.writing(cluster, c)
 		rv, err := p.ops.create(ctx, p.want)
+		e.wrote(cluster, c, rv)
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
 		}
-		e.expectEcho(cluster, c, rv)
 		return e.written(c, p.srcRV, "Replaced")
 	case actionUpdate:
 		p.want.SetResourceVersion(p.cur.GetResourceVersion())
+		e.writing(cluster, c)
 		rv, err := p.ops.update(ctx, p.want)
+		defer func() { e.wrote(cluster, c, rv) }()
 		if apierrors.IsConflict(err) {
 			// The cached copy was stale: read it live and try once more.
 			var cur object
@@ -527,7 +530,6 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("updating %s as %s", what, id.user()), err)
 		}
-		e.expectEcho(cluster, c, rv)
 		return e.written(c, p.srcRV, "Updated")
 	}
 	return p.out
