@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -155,7 +154,7 @@ func (o ops[T]) needsRecreate(cur, want object) bool {
 // objectOps returns the operations for kind ("Secret" or "ConfigMap") in a
 // downstream cluster: reads with Courier's own client, writes with writer
 // (the ServiceAccount's impersonating client, or Courier's own).
-func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) kindOps {
+func objectOps(c *downstream.Client, writer writeClient, kind string) kindOps {
 	if kind == "Secret" {
 		return ops[*corev1.Secret]{
 			reader:    func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },

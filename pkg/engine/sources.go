@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +23,10 @@ type sourceKey struct {
 // the data of Secrets it does not copy.
 type sourceCache struct {
 	client kubernetes.Interface
+	// reads makes the workers that miss the cache for one source at one
+	// resourceVersion share one GET: a change of a source listed for 1,000
+	// Clusters reaches every worker at once.
+	reads singleflight.Group
 
 	mu      sync.Mutex
 	objects map[sourceKey]runtime.Object
@@ -41,21 +47,27 @@ func (s *sourceCache) get(ctx context.Context, k sourceKey, rv string) (runtime.
 			return cached, nil
 		}
 	}
-	var obj runtime.Object
-	var err error
-	switch k.kind {
-	case "Secret":
-		obj, err = s.client.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-	default:
-		obj, err = s.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-	}
+	v, err, _ := s.reads.Do(k.kind+"/"+k.namespace+"/"+k.name+"@"+rv, func() (any, error) {
+		var obj runtime.Object
+		var err error
+		switch k.kind {
+		case "Secret":
+			obj, err = s.client.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+		default:
+			obj, err = s.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.objects[k] = obj
+		s.mu.Unlock()
+		return obj, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.objects[k] = obj
-	s.mu.Unlock()
-	return obj, nil
+	return v.(runtime.Object), nil
 }
 
 // forget drops the given sources from the cache: no copy needs them any
