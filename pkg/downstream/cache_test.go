@@ -384,6 +384,12 @@ func TestRESTConfig(t *testing.T) {
 			if watch.UserAgent != tc.wantUserAgent || watch.Host != kube.Host || watch.BearerToken != kube.BearerToken || watch.QPS != tc.wantQPS {
 				t.Errorf("informer config differs from Kube's beyond Timeout")
 			}
+			if !watch.DisableCompression || kube.DisableCompression {
+				t.Errorf("DisableCompression: informers %t, Kube %t; want true, false (a gzip watch holds a 32 KiB window)", watch.DisableCompression, kube.DisableCompression)
+			}
+			if watch.RateLimiter == nil || watch.RateLimiter != kube.RateLimiter {
+				t.Error("the informers and Kube do not share one rate limiter")
+			}
 		})
 	}
 }
