@@ -15,7 +15,7 @@ import (
 func TestSourceCache(t *testing.T) {
 	ctx := context.Background()
 	up := fake.NewClientset(srcSecret("db", "7"), srcConfigMap("settings", "9"))
-	s := newSourceCache(up)
+	s := newSourceCache(UpstreamSources{Client: up})
 	db := sourceKey{"Secret", fleetNS, "db"}
 	settings := sourceKey{"ConfigMap", fleetNS, "settings"}
 	missing := sourceKey{"Secret", fleetNS, "missing"}
@@ -52,7 +52,7 @@ func TestSourceCache(t *testing.T) {
 			st.before()
 		}
 		up.ClearActions()
-		obj, err := s.get(ctx, st.key, st.rv)
+		obj, err := s.get(ctx, st.key, st.rv, "")
 		switch {
 		case st.wantRV == "" && !apierrors.IsNotFound(err):
 			t.Errorf("%s: err = %v, want NotFound", st.name, err)
