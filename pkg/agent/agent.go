@@ -61,8 +61,14 @@ type Config struct {
 // completedConfig is a Config with defaults and clients.
 type completedConfig struct {
 	Config
-	courier versioned.Interface
+	// watch lists and watches the rows; requests reads payloads and sends
+	// reports, each bounded by requestTimeout so that an unreachable
+	// management cluster holds neither the engine nor a shutdown.
+	watch, requests versioned.Interface
 }
+
+// requestTimeout bounds each payload read and status report.
+const requestTimeout = 10 * time.Second
 
 // CompletedConfig is the result of Complete.
 type CompletedConfig struct{ *completedConfig }
@@ -88,11 +94,17 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if up.UserAgent == "" {
 		up.UserAgent = "courier-agent"
 	}
-	cs, err := versioned.NewForConfig(up)
+	watch, err := versioned.NewForConfig(up)
 	if err != nil {
 		return CompletedConfig{}, err
 	}
-	return CompletedConfig{&completedConfig{Config: c, courier: cs}}, nil
+	bounded := rest.CopyConfig(up)
+	bounded.Timeout = requestTimeout
+	requests, err := versioned.NewForConfig(bounded)
+	if err != nil {
+		return CompletedConfig{}, err
+	}
+	return CompletedConfig{&completedConfig{Config: c, watch: watch, requests: requests}}, nil
 }
 
 // Agent pulls its Cluster's copies.
@@ -107,11 +119,11 @@ type Agent struct {
 
 // New returns an Agent; Run starts it.
 func (c CompletedConfig) New() (*Agent, error) {
-	rc, err := rows.New(c.courier, c.Cluster.Namespace, c.Cluster.Name, c.AgentNamespace)
+	rc, err := rows.New(c.watch, c.Cluster.Namespace, c.Cluster.Name, c.AgentNamespace)
 	if err != nil {
 		return nil, err
 	}
-	restClient := c.courier.CourierV1alpha1().RESTClient()
+	restClient := c.requests.CourierV1alpha1().RESTClient()
 	return &Agent{
 		cfg:      c.completedConfig,
 		rows:     rc,
@@ -188,6 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	logger.Info("Pulling copies", "cluster", a.cfg.Cluster.String(), "upstream", upstreamID, "agentNamespace", a.cfg.AgentNamespace)
 	<-engineDone
+	logger.Info("Copy engine stopped")
 	return nil
 }
 

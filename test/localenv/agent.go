@@ -98,6 +98,7 @@ func (e *Env) StartAgent(ctx context.Context, o AgentOptions) (_ *Agent, err err
 	a := &Agent{LogPath: p.logPath, Kubeconfig: local, proc: p}
 	e.mu.Lock()
 	e.procs = append(e.procs, p)
+	e.agents = append(e.agents, a)
 	e.mu.Unlock()
 	configure := func(ports []int) error {
 		metrics, health := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])

@@ -99,6 +99,10 @@ func (o *Options) campaign(ctx context.Context, local *rest.Config, a *agent.Age
 	le := o.LeaderElection
 	cfg := rest.CopyConfig(local)
 	cfg.UserAgent = "courier-agent-leader-election"
+	// As kube-scheduler does: a renewal (or the release on shutdown) that
+	// the cluster does not answer gives up at the renew deadline instead
+	// of holding the process.
+	cfg.Timeout = le.RenewDeadline.Duration
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
