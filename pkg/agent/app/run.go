@@ -95,22 +95,8 @@ func (o *Options) Run(ctx context.Context) error {
 
 // campaign runs the agent while this replica holds the Lease.
 func (o *Options) campaign(ctx context.Context, local *rest.Config, a *agent.Agent) error {
-	logger := klog.FromContext(ctx)
 	le := o.LeaderElection
-	cfg := rest.CopyConfig(local)
-	cfg.UserAgent = "courier-agent-leader-election"
-	// As kube-scheduler does: a renewal (or the release on shutdown) that
-	// the cluster does not answer gives up at the renew deadline instead
-	// of holding the process.
-	cfg.Timeout = le.RenewDeadline.Duration
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	host, _ := os.Hostname()
-	id := host + "_" + string(uuid.NewUUID())
-	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, kube.CoreV1(), kube.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: id})
+	lock, err := o.lock(local)
 	if err != nil {
 		return err
 	}
@@ -119,46 +105,17 @@ func (o *Options) campaign(ctx context.Context, local *rest.Config, a *agent.Age
 	// never writes beside it.
 	leCtx, release := context.WithCancel(context.WithoutCancel(ctx))
 	defer release()
-	var mu sync.Mutex
-	leading := false
-	agentDone := make(chan struct{})
-	go func() {
-		<-ctx.Done()
-		mu.Lock()
-		wait := leading
-		mu.Unlock()
-		if wait {
-			<-agentDone
-		}
-		release()
-	}()
-	result := make(chan error, 1)
+	run := &leaderRun{agent: a, done: make(chan struct{}), result: make(chan error, 1), release: release}
+	go run.releaseWhenDone(ctx)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, Name: le.ResourceName,
 		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leadCtx context.Context) {
-				mu.Lock()
-				leading = true
-				mu.Unlock()
-				defer close(agentDone)
-				logger.Info("Acquired the Lease", "lease", le.ResourceNamespace+"/"+le.ResourceName, "identity", id)
-				runCtx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				go func() {
-					select {
-					case <-leadCtx.Done(): // the Lease is lost
-						cancel()
-					case <-runCtx.Done():
-					}
-				}()
-				result <- a.Run(runCtx)
-				release()
-			},
+			OnStartedLeading: func(leadCtx context.Context) { run.lead(ctx, leadCtx, lock.Describe(), lock.Identity()) },
 			OnStoppedLeading: func() {
 				if ctx.Err() == nil {
-					logger.Info("Lost the Lease; exiting", "lease", le.ResourceNamespace+"/"+le.ResourceName)
+					klog.FromContext(ctx).Info("Lost the Lease; exiting", "lease", lock.Describe())
 				}
 			},
 		},
@@ -171,13 +128,75 @@ func (o *Options) campaign(ctx context.Context, local *rest.Config, a *agent.Age
 		return nil
 	}
 	select {
-	case err := <-result:
+	case err := <-run.result:
 		if err != nil {
 			return err
 		}
 	default:
 	}
-	return errors.New("lost the Lease " + le.ResourceNamespace + "/" + le.ResourceName)
+	return errors.New("lost the Lease " + lock.Describe())
+}
+
+// lock is the agent's Lease in the local cluster.
+func (o *Options) lock(local *rest.Config) (resourcelock.Interface, error) {
+	le := o.LeaderElection
+	cfg := rest.CopyConfig(local)
+	cfg.UserAgent = "courier-agent-leader-election"
+	// As kube-scheduler does: a renewal (or the release on shutdown) that
+	// the cluster does not answer gives up at the renew deadline instead
+	// of holding the process.
+	cfg.Timeout = le.RenewDeadline.Duration
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	return resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, kube.CoreV1(), kube.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+}
+
+// leaderRun is one agent run under the Lease.
+type leaderRun struct {
+	agent   *agent.Agent
+	release func()        // ends the election, releasing the Lease
+	result  chan error    // what the agent's Run returned
+	done    chan struct{} // closed once the agent's Run returned
+
+	mu      sync.Mutex
+	leading bool
+}
+
+// lead runs the agent until ctx is done or the Lease is lost (leadCtx).
+func (r *leaderRun) lead(ctx, leadCtx context.Context, lease, id string) {
+	r.mu.Lock()
+	r.leading = true
+	r.mu.Unlock()
+	defer close(r.done)
+	klog.FromContext(ctx).Info("Acquired the Lease", "lease", lease, "identity", id)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-leadCtx.Done(): // the Lease is lost
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	r.result <- r.agent.Run(runCtx)
+	r.release()
+}
+
+// releaseWhenDone ends the election once ctx is done and, if the agent
+// runs, once it has stopped.
+func (r *leaderRun) releaseWhenDone(ctx context.Context) {
+	<-ctx.Done()
+	r.mu.Lock()
+	wait := r.leading
+	r.mu.Unlock()
+	if wait {
+		<-r.done
+	}
+	r.release()
 }
 
 // serve starts /healthz and /readyz on --health-probe-bind-address and
