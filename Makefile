@@ -21,6 +21,7 @@ all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-apiserver ./cmd/apiserver
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-agent ./cmd/agent
 
 ## tools: build kube-apiserver, kube-controller-manager, kubectl and etcd from
 ## source (cached in ~/.cache/courier/tools; ~15-20 min the first time).
@@ -58,6 +59,7 @@ test-unit:
 test-e2e: build
 	tools=$$(hack/build-tools.sh) && helm_bin=$$(hack/build-helm.sh) && \
 	COURIER_TOOLS_BIN=$$tools COURIER_HELM_BIN=$$helm_bin COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver \
+		COURIER_AGENT_BINARY=$(CURDIR)/$(BIN_DIR)/courier-agent \
 		$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
 ## bench: Courier at 100 and 1,000 simulated Fleet Clusters side by side
@@ -71,7 +73,8 @@ bench: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_BENCH=1 \
 		$(GO) test -count=1 -timeout $(BENCH_TIMEOUT) -v ./test/bench/ -run Bench
 
-## run: upstream + two downstream clusters + Courier with an example HelmOp.
+## run: upstream + two downstream clusters + Courier with an example HelmOp;
+## downstream-1 is pushed, downstream-2 pulled by a courier-agent process.
 run: build
 	$(GO) run ./hack/localup up
 

@@ -1,10 +1,13 @@
 // Command localup runs Courier locally against real clusters, for `make run`
 // and `make down`:
 //
-//	go run ./hack/localup up     start upstream + downstream clusters and Courier, return when ready
+//	go run ./hack/localup up     start upstream + downstream clusters, Courier and an agent, return when ready
 //	go run ./hack/localup down   stop everything `up` started
 //
-// `up` builds the tools (hack/build-tools.sh) and Courier, then starts a
+// downstream-1 is pushed (its Cluster has a kubeconfig Secret);
+// downstream-2 is pulled by a courier-agent process (pull.go).
+//
+// `up` builds the tools (hack/build-tools.sh), Courier and the agent, then starts a
 // detached supervisor (`localup serve`, in its own session so it outlives
 // `make` and the terminal's Ctrl-C) that owns every process, sets up Fleet
 // objects and Courier, and writes a ready file. `down` signals the
@@ -52,6 +55,7 @@ type config struct {
 	example     string
 	fcExample   string
 	courier     string
+	agent       string
 	downstreams int
 	courierArgs stringList
 }
@@ -69,6 +73,7 @@ func main() {
 	fs.StringVar(&c.example, "example", "artifacts/examples/helmop.yaml", "manifest applied to the upstream cluster after the Fleet objects")
 	fs.StringVar(&c.fcExample, "fieldcopy-example", "artifacts/examples/fieldcopy.yaml", "field-copy example applied after --example (Courier runs with --fieldcopy-target=configmaps limited to the workspace); empty: none")
 	fs.StringVar(&c.courier, "courier-binary", "_output/bin/courier-apiserver", "where up builds Courier and serve runs it from")
+	fs.StringVar(&c.agent, "agent-binary", "_output/bin/courier-agent", "where up builds courier-agent and serve runs it from (for downstream-2)")
 	fs.IntVar(&c.downstreams, "downstreams", 2, "number of downstream clusters")
 	fs.Var(&c.courierArgs, "courier-arg", "extra flag for Courier (repeatable)")
 	_ = fs.Parse(args)
@@ -142,6 +147,10 @@ func up(c config, root string) error {
 	if err := localenv.BuildCourier(ctx, root, c.courier); err != nil {
 		return err
 	}
+	fmt.Println("localup: building courier-agent into", c.agent)
+	if err := localenv.BuildAgent(ctx, root, c.agent); err != nil {
+		return err
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -154,7 +163,7 @@ func up(c config, root string) error {
 	}
 	defer logFile.Close()
 	args := []string{"serve", "--dir", c.dir, "--bin-dir", c.binDir, "--crds", c.crds, "--example", c.example,
-		"--fieldcopy-example", c.fcExample, "--courier-binary", c.courier, "--downstreams", strconv.Itoa(c.downstreams)}
+		"--fieldcopy-example", c.fcExample, "--courier-binary", c.courier, "--agent-binary", c.agent, "--downstreams", strconv.Itoa(c.downstreams)}
 	for _, a := range c.courierArgs {
 		args = append(args, "--courier-arg", a)
 	}
@@ -200,7 +209,8 @@ func up(c config, root string) error {
 	if c.fcExample != "" {
 		fmt.Printf("\n$ kubectl get fieldcopies -A\n%s\n", settled(ctx, kubectl, kubeconfig, "fieldcopies"))
 	}
-	fmt.Printf(`Upstream and downstream clusters and Courier are running in the background.
+	fmt.Printf(`Upstream and downstream clusters, Courier and downstream-2's courier-agent
+are running in the background (downstream-1 is pushed, downstream-2 pulled).
 
   export KUBECONFIG=%s
   kubectl get downstreamcopies -n %s     # or: kubectl get courier -A
@@ -363,6 +373,10 @@ func setup(ctx context.Context, env *localenv.Env, c config, logf func(string, .
 	var fleet strings.Builder
 	fmt.Fprintf(&fleet, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", workspace)
 	for i, d := range env.Downstreams {
+		if isPulled(i) {
+			fleet.WriteString(pulledCluster(d.Name, i))
+			continue
+		}
 		// Fleet reads a downstream cluster's kubeconfig from the Secret named
 		// by the Cluster's kubeConfigSecret, key "value". The admin
 		// kubeconfig is a stand-in for the one Fleet's registration creates.
@@ -428,7 +442,7 @@ spec:
 		return err
 	}
 	logf("localup: Courier on 127.0.0.1:%d, log %s", courier.Port, courier.LogPath)
-	return nil
+	return startAgents(ctx, env, c, kubectl, logf)
 }
 
 func rel(path string) string {

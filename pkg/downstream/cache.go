@@ -168,6 +168,11 @@ func NewCache(src SecretSource, o Options) *Cache {
 	if o.WatchSelector == nil {
 		panic("downstream.NewCache: Options.WatchSelector is required")
 	}
+	return &Cache{src: src, o: withDefaults(o), entries: map[string]*entry{}}
+}
+
+// withDefaults fills in the Options left empty.
+func withDefaults(o Options) Options {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -180,7 +185,7 @@ func NewCache(src SecretSource, o Options) *Cache {
 	if o.NewClientset == nil {
 		o.NewClientset = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
 	}
-	return &Cache{src: src, o: o, entries: map[string]*entry{}}
+	return o
 }
 
 // Get returns the cluster's client, building it on first use and rebuilding it when the
@@ -291,22 +296,73 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 	if err != nil {
 		return nil, invalid(err)
 	}
-	cfg.Timeout = c.o.Timeout
-	cfg.UserAgent = c.o.UserAgent
-	cfg.QPS, cfg.Burst = QPS, Burst
-	// One token bucket for every request Courier sends this cluster:
-	// rest.CopyConfig keeps it, so the informers' clientset and each
-	// impersonating clientset built from Config draw on it too. Without it
-	// each clientset (and each of its API groups) gets a bucket of its own,
-	// which both lets Courier exceed QPS per cluster and costs memory per
-	// group at 1,000 Clusters.
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(QPS, Burst)
+	setLimits(cfg, c.o)
 	if c.o.NewConfig != nil {
 		if cfg, err = c.o.NewConfig(cfg); err != nil {
 			return nil, invalid(err)
 		}
 	}
-	kube, err := c.o.NewClientset(cfg)
+	return newClient(cluster, cfg, c.o, invalid)
+}
+
+// setLimits sets what bounds every request to one cluster: o's Timeout
+// and UserAgent, and one token bucket at QPS and Burst for every request
+// Courier sends the cluster. rest.CopyConfig keeps the bucket, so the
+// informers' clientset and each impersonating client built from Config
+// draw on it too. Without it each clientset (and each of its API groups)
+// gets a bucket of its own, which both lets Courier exceed QPS per cluster
+// and costs memory per group at 1,000 Clusters.
+func setLimits(cfg *rest.Config, o Options) {
+	cfg.Timeout = o.Timeout
+	cfg.UserAgent = o.UserAgent
+	cfg.QPS, cfg.Burst = QPS, Burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(QPS, Burst)
+}
+
+// NewClient builds the client of one downstream cluster from a rest.Config
+// rather than a kubeconfig Secret -- a courier-agent's own cluster (DESIGN
+// §9) -- with the informers a Cache gives each Cluster: o.WatchSelector's
+// copies, and o.ForeignSelector's objects without their data. It sets
+// cfg's Timeout, UserAgent and request limit as for a Cache's clients (on
+// a copy). Stop stops it.
+func NewClient(cluster *fleet.Cluster, cfg *rest.Config, o Options) (*Client, error) {
+	if o.WatchSelector == nil {
+		return nil, errors.New("downstream.NewClient: Options.WatchSelector is required")
+	}
+	o = withDefaults(o)
+	cfg = rest.CopyConfig(cfg)
+	setLimits(cfg, o)
+	var err error
+	if o.NewConfig != nil {
+		if cfg, err = o.NewConfig(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return newClient(cluster, cfg, o, func(err error) error { return err })
+}
+
+// Stop stops the client's informers and waits for them to shut down. Only
+// for clients from NewClient: a Cache stops its own.
+func (c *Client) Stop() {
+	close(c.stop)
+	c.shutdown()
+}
+
+// shutdown waits for the informers of a stopped client.
+func (c *Client) shutdown() {
+	c.factory.Shutdown()
+	if c.foreign != nil {
+		c.foreign.Shutdown()
+	}
+	close(c.done)
+}
+
+// newClient builds the clientsets and starts the informers of a client
+// from its final cfg; invalid wraps an error building a clientset (a
+// Cache turns it into a KubeconfigError that quotes no credential).
+func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func(error) error) (*Client, error) {
+	key := cluster.Namespace + "/" + cluster.Name
+	kube, err := o.NewClientset(cfg)
 	if err != nil {
 		return nil, invalid(err)
 	}
@@ -317,16 +373,16 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 	// MiB of Courier's heap at 1,000 Clusters. The lists are of Courier's
 	// own copies only, and the events are small.
 	watchCfg.DisableCompression = true
-	watchKube, err := c.o.NewClientset(watchCfg)
+	watchKube, err := o.NewClientset(watchCfg)
 	if err != nil {
 		return nil, invalid(err)
 	}
 
-	selector := c.o.WatchSelector(cluster).String()
+	selector := o.WatchSelector(cluster).String()
 	factory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }))
 	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
-	handler := changeHandler(func(obj runtime.Object) { c.o.OnChange(key, obj) })
+	handler := changeHandler(func(obj runtime.Object) { o.OnChange(key, obj) })
 	si, ci := secrets.Informer(), configMaps.Informer()
 	for _, inf := range []toolscache.SharedIndexInformer{si, ci} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
@@ -340,8 +396,8 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 		factory:   factory, stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	factory.Start(cl.stop) // not waited for: callers check HasSynced
-	if c.o.ForeignSelector != nil {
-		if cl.foreign, err = c.watchForeign(watchKube, key); err != nil {
+	if o.ForeignSelector != nil {
+		if cl.foreign, err = watchForeign(watchKube, key, o); err != nil {
 			close(cl.stop)
 			factory.Shutdown()
 			return nil, err
@@ -355,12 +411,12 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 // watchForeign watches the objects Options.ForeignSelector picks, holding
 // only their metadata: any change queues the cluster (OnChange with nil),
 // whose pass reads the object live.
-func (c *Cache) watchForeign(kube kubernetes.Interface, key string) (informers.SharedInformerFactory, error) {
-	selector := c.o.ForeignSelector.String()
+func watchForeign(kube kubernetes.Interface, key string, o Options) (informers.SharedInformerFactory, error) {
+	selector := o.ForeignSelector.String()
 	f := informers.NewSharedInformerFactoryWithOptions(kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
 		informers.WithTransform(dropData))
-	handler := changeHandler(func(runtime.Object) { c.o.OnChange(key, nil) })
+	handler := changeHandler(func(runtime.Object) { o.OnChange(key, nil) })
 	for _, inf := range []toolscache.SharedIndexInformer{f.Core().V1().Secrets().Informer(), f.Core().V1().ConfigMaps().Informer()} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return nil, fmt.Errorf("watching cluster %s: %w", key, err)
@@ -404,13 +460,7 @@ func changeHandler(changed func(runtime.Object)) toolscache.ResourceEventHandler
 // stopClient stops a client's informers without waiting for them; Stop waits.
 func (c *Cache) stopClient(cl *Client) {
 	close(cl.stop)
-	c.wg.Go(func() {
-		cl.factory.Shutdown()
-		if cl.foreign != nil {
-			cl.foreign.Shutdown()
-		}
-		close(cl.done)
-	})
+	c.wg.Go(cl.shutdown)
 }
 
 // Forget stops and drops a cluster's client (the Cluster was deleted). It waits for a Get

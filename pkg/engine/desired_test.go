@@ -270,7 +270,7 @@ func TestSourcesForgottenPerHelmOp(t *testing.T) {
 	env := newEnv(t, nil, srcSecret("db", "7"))
 	db := sourceKey{"Secret", fleetNS, "db"}
 	env.setDesired(row("Secret", "db", "7", courier.CopyPhasePending), rowFor("other", "c2", "Secret", "db", "7", courier.CopyPhasePending))
-	if _, err := env.e.sources.get(context.Background(), db, "7"); err != nil {
+	if _, err := env.e.sources.get(context.Background(), db, "7", ""); err != nil {
 		t.Fatal(err)
 	}
 	cached := func() bool {

@@ -53,8 +53,12 @@ type Config struct {
 	// and courier.dev/upstream annotation, so two upstreams writing into one
 	// downstream cluster never remove each other's copies.
 	UpstreamID string
-	// Upstream reads the sources (GET of listed Secrets and ConfigMaps only).
-	Upstream   kubernetes.Interface
+	// Upstream reads the sources (GET of listed Secrets and ConfigMaps only)
+	// unless Sources is set.
+	Upstream kubernetes.Interface
+	// Sources reads the objects copies are made from. Default
+	// UpstreamSources{Upstream}; a pulling agent reads payloads instead.
+	Sources    SourceReader
 	Clusters   fleetlisters.ClusterLister
 	HelmOps    fleetlisters.HelmOpLister
 	Downstream Downstream
@@ -157,6 +161,9 @@ func New(cfg Config) *Engine {
 	if cfg.OnStatusChange == nil {
 		cfg.OnStatusChange = func([]copyview.StatusChange) {}
 	}
+	if cfg.Sources == nil {
+		cfg.Sources = UpstreamSources{Client: cfg.Upstream}
+	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 20 * time.Second
 	}
@@ -172,7 +179,7 @@ func New(cfg Config) *Engine {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, cfg.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
-		sources:    newSourceCache(cfg.Upstream),
+		sources:    newSourceCache(cfg.Sources),
 		now:        time.Now,
 		desired:    newDesiredState(),
 		statuses:   map[string]copyview.EngineStatus{},

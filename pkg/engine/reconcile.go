@@ -56,6 +56,10 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
+	if Pulled(cluster) {
+		e.leavePulled(key) // its agent writes there (DESIGN §9)
+		return nil
+	}
 	logger := klog.FromContext(ctx).WithValues("cluster", key)
 	copies := e.copiesFor(key)
 
@@ -346,7 +350,7 @@ func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outco
 // copy needs, without writing.
 func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, c desiredCopy) plan {
 	what := describe(c.kind, c.targetNS, c.name)
-	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV)
+	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV, c.rowKey)
 	if apierrors.IsNotFound(err) {
 		return plan{out: outcome{status: copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
 			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}}

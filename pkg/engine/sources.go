@@ -12,19 +12,56 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// Source names the object one copy is made from, and the row that wants
+// it: push reads the source upstream by kind, namespace and name; a
+// pulling agent (DESIGN §9) can only read it as the payload of one of its
+// rows.
+type Source struct {
+	Kind, Namespace, Name string
+	// Row is "<namespace>/<name>" of a downstreamcopies row whose copy is
+	// made from this source.
+	Row string
+}
+
+// SourceReader reads a source in full: a *corev1.Secret or
+// *corev1.ConfigMap whose ResourceVersion is the source's upstream
+// resourceVersion, or an error (NotFound when the source does not exist).
+// The engine derives the copy from it with copyspec, which drops the
+// courier.dev/ keys it finds, so an object that already is a copy (a
+// payload) gives back the same copy.
+type SourceReader interface {
+	Read(ctx context.Context, src Source) (runtime.Object, error)
+}
+
+// UpstreamSources reads sources with a client of the upstream cluster (GET
+// of listed Secrets and ConfigMaps only): how push reads them.
+type UpstreamSources struct {
+	Client kubernetes.Interface
+}
+
+var _ SourceReader = UpstreamSources{}
+
+// Read implements SourceReader.
+func (u UpstreamSources) Read(ctx context.Context, src Source) (runtime.Object, error) {
+	if src.Kind == "Secret" {
+		return u.Client.CoreV1().Secrets(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+	}
+	return u.Client.CoreV1().ConfigMaps(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+}
+
 // sourceKey names one upstream source object.
 type sourceKey struct {
 	kind, namespace, name string
 }
 
 // sourceCache holds the full objects of the sources Courier copies, and
-// only those: it is filled by GETs of listed sources, keyed by
+// only those: it is filled by reads of listed sources, keyed by
 // resourceVersion, and pruned to what is still listed. Courier never caches
 // the data of Secrets it does not copy.
 type sourceCache struct {
-	client kubernetes.Interface
+	reader SourceReader
 	// reads makes the workers that miss the cache for one source at one
-	// resourceVersion share one GET: a change of a source listed for 1,000
+	// resourceVersion share one read: a change of a source listed for 1,000
 	// Clusters reaches every worker at once.
 	reads singleflight.Group
 
@@ -32,13 +69,13 @@ type sourceCache struct {
 	objects map[sourceKey]runtime.Object
 }
 
-func newSourceCache(client kubernetes.Interface) *sourceCache {
-	return &sourceCache{client: client, objects: map[sourceKey]runtime.Object{}}
+func newSourceCache(reader SourceReader) *sourceCache {
+	return &sourceCache{reader: reader, objects: map[sourceKey]runtime.Object{}}
 }
 
-// get returns the source at resourceVersion rv, reading it from the
-// upstream cluster only when the cached copy is older (or absent).
-func (s *sourceCache) get(ctx context.Context, k sourceKey, rv string) (runtime.Object, error) {
+// get returns the source at resourceVersion rv, reading it (for the row
+// rowKey) only when the cached copy is older (or absent).
+func (s *sourceCache) get(ctx context.Context, k sourceKey, rv, rowKey string) (runtime.Object, error) {
 	s.mu.Lock()
 	cached, ok := s.objects[k]
 	s.mu.Unlock()
@@ -48,15 +85,11 @@ func (s *sourceCache) get(ctx context.Context, k sourceKey, rv string) (runtime.
 		}
 	}
 	v, err, _ := s.reads.Do(k.kind+"/"+k.namespace+"/"+k.name+"@"+rv, func() (any, error) {
-		var obj runtime.Object
-		var err error
-		switch k.kind {
-		case "Secret":
-			obj, err = s.client.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-		default:
-			obj, err = s.client.CoreV1().ConfigMaps(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
-		}
+		obj, err := s.reader.Read(ctx, Source{Kind: k.kind, Namespace: k.namespace, Name: k.name, Row: rowKey})
 		if err != nil {
+			return nil, err
+		}
+		if _, err := metaOf(obj); err != nil {
 			return nil, err
 		}
 		s.mu.Lock()

@@ -20,7 +20,7 @@ import (
 func TestSourceCache(t *testing.T) {
 	ctx := context.Background()
 	up := fake.NewClientset(srcSecret("db", "7"), srcConfigMap("settings", "9"))
-	s := newSourceCache(up)
+	s := newSourceCache(UpstreamSources{Client: up})
 	db := sourceKey{"Secret", fleetNS, "db"}
 	settings := sourceKey{"ConfigMap", fleetNS, "settings"}
 	missing := sourceKey{"Secret", fleetNS, "missing"}
@@ -57,7 +57,7 @@ func TestSourceCache(t *testing.T) {
 			st.before()
 		}
 		up.ClearActions()
-		obj, err := s.get(ctx, st.key, st.rv)
+		obj, err := s.get(ctx, st.key, st.rv, "")
 		switch {
 		case st.wantRV == "" && !apierrors.IsNotFound(err):
 			t.Errorf("%s: err = %v, want NotFound", st.name, err)
@@ -88,7 +88,7 @@ func TestSourceCacheSharesReads(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	s := newSourceCache(up)
+	s := newSourceCache(UpstreamSources{Client: up})
 	key := sourceKey{"Secret", fleetNS, "db"}
 	const workers = 8
 	var wg sync.WaitGroup
@@ -101,7 +101,7 @@ func TestSourceCacheSharesReads(t *testing.T) {
 			if i > 0 {
 				<-first // the others ask while the first GET is in flight
 			}
-			_, err := s.get(context.Background(), key, "7")
+			_, err := s.get(context.Background(), key, "7", fleetNS+"/row")
 			errs <- err
 		}()
 		if i == 0 {

@@ -81,6 +81,7 @@ type Env struct {
 	mu         sync.Mutex
 	procs      []*process // every process, in start order
 	couriers   []*Courier
+	agents     []*Agent // courier-agents, stopped before Courier: they are its clients
 	balancers  []*Balancer
 	courierSeq int   // names courier, courier-2, ... (logs, pki dirs)
 	ports      []int // reserved for this Env (ports.go); Stop releases them
@@ -193,9 +194,9 @@ func (e *Env) Clusters() []*Cluster {
 // Dir is the work directory (absolute).
 func (e *Env) Dir() string { return e.opts.Dir }
 
-// Stop stops every process the Env started (Courier first, etcd last) and
-// releases the Env's ports. It is idempotent and safe to call from
-// t.Cleanup after a failed test.
+// Stop stops every process the Env started (agents first, then Courier,
+// etcd last) and releases the Env's ports. It is idempotent and safe to
+// call from t.Cleanup after a failed test.
 func (e *Env) Stop() {
 	e.mu.Lock()
 	if e.stopped {
@@ -204,10 +205,18 @@ func (e *Env) Stop() {
 	}
 	e.stopped = true
 	couriers := e.couriers
+	agents := e.agents
 	balancers := e.balancers
 	procs := e.procs
 	e.mu.Unlock()
 
+	// Agents first: their watches through the aggregator would hold
+	// Courier's graceful shutdown open.
+	var aw sync.WaitGroup
+	for _, a := range agents {
+		aw.Go(a.proc.stop)
+	}
+	aw.Wait()
 	var cw sync.WaitGroup
 	for _, c := range couriers {
 		cw.Go(c.proc.stop)

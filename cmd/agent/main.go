@@ -1,0 +1,17 @@
+// Command courier-agent pulls a Fleet Cluster's copies from Courier into
+// the cluster it runs in (DESIGN §9).
+package main
+
+import (
+	"os"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/cli"
+
+	"github.com/courier-dev/courier/pkg/agent/app"
+)
+
+func main() {
+	ctx := genericapiserver.SetupSignalContext()
+	os.Exit(cli.Run(app.NewCommand(ctx, app.NewOptions())))
+}

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+)
+
+// setClusters replaces the engine's Clusters: c1 pushed and c2 pushed, or
+// pulled by its agent.
+func (env *testEnv) setClusters(c2Pulled bool) {
+	clusters := newIndexer()
+	_ = clusters.Add(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "c1"}})
+	c2 := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "c2"}}
+	if c2Pulled {
+		c2.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-c2"}
+	}
+	_ = clusters.Add(c2)
+	env.e.cfg.Clusters = fleetlisters.NewClusterLister(clusters)
+}
+
+// A pulled Cluster (DESIGN §9) is not pushed: its client is forgotten and
+// nothing is read, written, swept or recorded there, while the pushed
+// Cluster next to it is written. A status recorded by a push pass before
+// the Cluster became pulled is dropped, and the view told.
+func TestPulledClusterNotPushed(t *testing.T) {
+	down := newFakeCluster(true)
+	env := newEnv(t, down, srcSecret("db", "7"), srcConfigMap("settings", "9"))
+	env.setClusters(false)
+	r1 := row("ConfigMap", "settings", "9", courier.CopyPhasePending)
+	r2 := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
+	env.setDesired(r1, r2)
+	drain(env.e.queue)
+	if err := env.e.reconcileCluster(env.ctx, fleetNS+"/c2"); err != nil {
+		t.Fatal(err)
+	}
+	if st := env.mustStatus(r2); st.Phase != courier.CopyPhaseSynced {
+		t.Fatalf("c2 while pushed: %+v, want Synced", st)
+	}
+
+	env.setClusters(true)
+	down.kube.ClearActions()
+	env.ds.gets, env.changes = 0, nil
+	if err := env.e.reconcileCluster(env.ctx, fleetNS+"/c2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.downActions(); len(got) != 0 {
+		t.Errorf("pulled c2: downstream requests %q, want none", got)
+	}
+	if env.ds.gets != 0 || !slices.Equal(env.ds.forgotten, []string{fleetNS + "/c2"}) {
+		t.Errorf("pulled c2: %d client gets, forgotten %q; want none and c2 forgotten", env.ds.gets, env.ds.forgotten)
+	}
+	if st, ok := env.status(r2); ok {
+		t.Errorf("pulled c2 keeps a push status: %+v", st)
+	}
+	if len(env.changes) != 1 || !slices.Equal(env.changes[0].Rows, []string{keyOf(r2)}) {
+		t.Errorf("status changes %+v, want c2's row", env.changes)
+	}
+
+	// The positive control: c1, pushed, is written beside it.
+	if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
+		t.Fatal(err)
+	}
+	if findAction(down.kube.Actions(), "create", "configmaps") == nil {
+		t.Errorf("pushed c1: no create; requests %q", env.downActions())
+	}
+	if st := env.mustStatus(r1); st.Phase != courier.CopyPhaseSynced {
+		t.Errorf("pushed c1: %+v, want Synced", st)
+	}
+}
+
+// recordingReader is a SourceReader that answers from objs and records
+// what it was asked.
+type recordingReader struct {
+	objs  map[string]runtime.Object // by name
+	asked []Source
+}
+
+func (r *recordingReader) Read(_ context.Context, src Source) (runtime.Object, error) {
+	r.asked = append(r.asked, src)
+	return r.objs[src.Name], nil
+}
+
+// A SourceReader in Config replaces the upstream GETs, and is told the
+// row a copy is for; the engine's copy is made from what it returns.
+func TestConfigSources(t *testing.T) {
+	down := newFakeCluster(true)
+	env := newEnv(t, down)
+	reader := &recordingReader{objs: map[string]runtime.Object{"db": srcSecret("db", "7")}}
+	env.e.sources = newSourceCache(reader)
+	r := row("Secret", "db", "7", courier.CopyPhasePending)
+	if err := env.reconcile(r); err != nil {
+		t.Fatal(err)
+	}
+	want := []Source{{Kind: "Secret", Namespace: fleetNS, Name: "db", Row: keyOf(r)}}
+	if !slices.Equal(reader.asked, want) {
+		t.Errorf("reader asked %+v, want %+v", reader.asked, want)
+	}
+	if got := env.upActions(); len(got) != 0 {
+		t.Errorf("upstream requests %q, want none", got)
+	}
+	if _, ok := down.secret(targetNS, "db"); !ok {
+		t.Error("no copy written from the reader's object")
+	}
+}
