@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
+	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
@@ -72,6 +73,9 @@ type views struct {
 	// agents indexes the Fleet Clusters by courier.dev/agent-user, for
 	// pull delivery (agents.go).
 	agents *agentauth.ClusterIndex
+	// reports keeps the agents' reports, read through reportInformer.
+	reports        *agentreport.Store
+	reportInformer cache.SharedIndexInformer
 }
 
 func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
@@ -142,6 +146,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	v.engine = eng
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 
+	if err := v.newReports(kube, o.AgentReportNamespace); err != nil {
+		return nil, err
+	}
 	inputs := copyview.Inputs{
 		HelmOps:        fleet.HelmOps().Lister(),
 		Clusters:       fleet.Clusters().Lister(),
@@ -149,6 +156,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		Secrets:        secrets.Lister(),
 		ConfigMaps:     configMaps.Lister(),
 		AgentNamespace: o.AgentNamespace,
+		Reports:        v.reports,
 	}
 	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng, copyview.Informers{
 		HelmOps:       fleet.HelmOps().Informer(),
@@ -177,6 +185,8 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
+	go v.reportInformer.Run(ctx.Done())
+	go v.sweepReports(klog.NewContext(ctx, klog.Background().WithName("agent-reports")))
 	startFieldCopies(ctx, v.fieldCopy)
 	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
 }
