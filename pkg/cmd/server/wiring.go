@@ -32,6 +32,7 @@ import (
 	"github.com/courier-dev/courier/pkg/fieldcopy"
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
+	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -95,7 +96,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		fleetInformers:    fleetinformers.NewSharedInformerFactory(fleetClient, informerResync),
 		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
 		events:            record.NewBroadcaster(),
-		downstreamCopies:  memstore.New[*courier.DownstreamCopy](),
+		downstreamCopies:  memstore.New[*courier.DownstreamCopy](downstreamcopy.WatchIndex()),
 		fieldCopies:       memstore.New[*courier.FieldCopy](),
 		upstream:          kube,
 	}
