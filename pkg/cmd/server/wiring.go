@@ -147,7 +147,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	v.engine = eng
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 
-	if err := v.newReports(kube, o.AgentReportNamespace); err != nil {
+	if err := v.newReports(config, kube, o.AgentReportNamespace); err != nil {
 		return nil, err
 	}
 	inputs := copyview.Inputs{
