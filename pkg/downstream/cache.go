@@ -16,11 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -65,9 +62,9 @@ type Options struct {
 	UserAgent string
 	// NewConfig optionally post-processes the rest.Config built from the kubeconfig (tests, QPS tuning).
 	NewConfig func(*rest.Config) (*rest.Config, error)
-	// NewClientset builds a clientset from a rest.Config (default kubernetes.NewForConfig; tests
+	// NewClientset builds a clientset from a rest.Config (default NewClientset; tests
 	// inject fakes). It is called twice per client: for Kube and for the informers.
-	NewClientset func(*rest.Config) (kubernetes.Interface, error)
+	NewClientset func(*rest.Config) (Clientset, error)
 }
 
 // QPS and Burst limit the requests Courier sends one downstream cluster,
@@ -92,8 +89,8 @@ func (e *KubeconfigError) Error() string { return e.Msg }
 
 // Client is the client of one downstream cluster.
 type Client struct {
-	Key        string               // "<namespace>/<name>" of the Cluster
-	Kube       kubernetes.Interface // for writes and GETs
+	Key        string    // "<namespace>/<name>" of the Cluster
+	Kube       Clientset // for writes and GETs
 	Config     *rest.Config
 	Secrets    corev1listers.SecretLister // this Cluster's copies only (label-filtered informer), all namespaces
 	ConfigMaps corev1listers.ConfigMapLister
@@ -108,32 +105,13 @@ type Client struct {
 	// means it cannot tell.
 	MayHaveForeign func(kind, namespace, name string) bool
 
-	factory informers.SharedInformerFactory
-	foreign informers.SharedInformerFactory // nil without Options.ForeignSelector
-	stop    chan struct{}                   // closed to stop the informers
-	done    chan struct{}                   // closed once the informers have shut down
-}
-
-// foreignLookup returns Client.MayHaveForeign for a Client whose foreign
-// watch is f (nil: Options.ForeignSelector is nil, there is nothing to look
-// for).
-func foreignLookup(f informers.SharedInformerFactory) func(kind, namespace, name string) bool {
-	if f == nil {
-		return func(string, string, string) bool { return false }
-	}
-	return func(kind, namespace, name string) bool {
-		var inf toolscache.SharedIndexInformer
-		if kind == "Secret" {
-			inf = f.Core().V1().Secrets().Informer()
-		} else {
-			inf = f.Core().V1().ConfigMaps().Informer()
-		}
-		if !inf.HasSynced() {
-			return true
-		}
-		_, exists, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
-		return exists || err != nil
-	}
+	watches informers // this Cluster's copies
+	foreign informers // Options.ForeignSelector's objects (none without it)
+	// foreignSecrets and foreignConfigMaps list what foreign holds.
+	foreignSecrets    corev1listers.SecretLister
+	foreignConfigMaps corev1listers.ConfigMapLister
+	stop              chan struct{} // closed to stop the informers
+	done              chan struct{} // closed once the informers have shut down
 }
 
 // Cache holds one Client per Cluster.
@@ -183,7 +161,7 @@ func withDefaults(o Options) Options {
 		o.OnChange = func(string, runtime.Object) {}
 	}
 	if o.NewClientset == nil {
-		o.NewClientset = func(c *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+		o.NewClientset = NewClientset
 	}
 	return o
 }
@@ -350,16 +328,14 @@ func (c *Client) Stop() {
 
 // shutdown waits for the informers of a stopped client.
 func (c *Client) shutdown() {
-	c.factory.Shutdown()
-	if c.foreign != nil {
-		c.foreign.Shutdown()
-	}
+	c.watches.wait()
+	c.foreign.wait()
 	close(c.done)
 }
 
-// newClient builds the clientsets and starts the informers of a client
-// from its final cfg; invalid wraps an error building a clientset (a
-// Cache turns it into a KubeconfigError that quotes no credential).
+// newClient builds the clients and starts the informers of a client from
+// its final cfg; invalid wraps an error building a clientset (a Cache turns
+// it into a KubeconfigError that quotes no credential).
 func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func(error) error) (*Client, error) {
 	key := cluster.Namespace + "/" + cluster.Name
 	kube, err := o.NewClientset(cfg)
@@ -379,50 +355,38 @@ func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func
 	}
 
 	selector := o.WatchSelector(cluster).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(watchKube, 0,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }))
-	secrets, configMaps := factory.Core().V1().Secrets(), factory.Core().V1().ConfigMaps()
-	handler := changeHandler(func(obj runtime.Object) { o.OnChange(key, obj) })
-	si, ci := secrets.Informer(), configMaps.Informer()
-	for _, inf := range []toolscache.SharedIndexInformer{si, ci} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return nil, fmt.Errorf("watching cluster %s: %w", key, err)
-		}
-	}
-	cl := &Client{
-		Key: key, Kube: kube, Config: cfg,
-		Secrets: secrets.Lister(), ConfigMaps: configMaps.Lister(), Selector: selector,
-		HasSynced: func() bool { return si.HasSynced() && ci.HasSynced() },
-		factory:   factory, stop: make(chan struct{}), done: make(chan struct{}),
-	}
-	factory.Start(cl.stop) // not waited for: callers check HasSynced
+	own := watchOptions{selector: selector, handler: changeHandler(func(obj runtime.Object) { o.OnChange(key, obj) })}
+	cl := &Client{Key: key, Kube: kube, Config: cfg, Selector: selector, stop: make(chan struct{}), done: make(chan struct{})}
+	cl.Secrets, cl.ConfigMaps = cl.watches.secrets(watchKube, own), cl.watches.configMaps(watchKube, own)
+	synced := cl.watches.synced
+	cl.MayHaveForeign = func(string, string, string) bool { return false }
 	if o.ForeignSelector != nil {
-		if cl.foreign, err = watchForeign(watchKube, key, o); err != nil {
-			close(cl.stop)
-			factory.Shutdown()
-			return nil, err
+		// Objects Courier does not own but reports on (Fleet's copies):
+		// held without their data; any change queues the cluster
+		// (OnChange with nil), whose pass reads the object live.
+		foreign := watchOptions{selector: o.ForeignSelector.String(), transform: dropData,
+			handler: changeHandler(func(runtime.Object) { o.OnChange(key, nil) })}
+		cl.foreignSecrets, cl.foreignConfigMaps = cl.foreign.secrets(watchKube, foreign), cl.foreign.configMaps(watchKube, foreign)
+		fs, fc := cl.foreignSecrets, cl.foreignConfigMaps
+		cl.MayHaveForeign = func(kind, namespace, name string) bool {
+			if !cl.foreign.synced() {
+				return true
+			}
+			var err error
+			if kind == "Secret" {
+				_, err = fs.Secrets(namespace).Get(name)
+			} else {
+				_, err = fc.ConfigMaps(namespace).Get(name)
+			}
+			return !apierrors.IsNotFound(err)
 		}
-		cl.foreign.Start(cl.stop)
 	}
-	cl.MayHaveForeign = foreignLookup(cl.foreign)
+	// HasSynced is about Courier's own copies: the foreign watch has its
+	// own answer in MayHaveForeign.
+	cl.HasSynced = synced
+	cl.watches.start(cl.stop) // not waited for: callers check HasSynced
+	cl.foreign.start(cl.stop)
 	return cl, nil
-}
-
-// watchForeign watches the objects Options.ForeignSelector picks, holding
-// only their metadata: any change queues the cluster (OnChange with nil),
-// whose pass reads the object live.
-func watchForeign(kube kubernetes.Interface, key string, o Options) (informers.SharedInformerFactory, error) {
-	selector := o.ForeignSelector.String()
-	f := informers.NewSharedInformerFactoryWithOptions(kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }),
-		informers.WithTransform(dropData))
-	handler := changeHandler(func(runtime.Object) { o.OnChange(key, nil) })
-	for _, inf := range []toolscache.SharedIndexInformer{f.Core().V1().Secrets().Informer(), f.Core().V1().ConfigMaps().Informer()} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return nil, fmt.Errorf("watching cluster %s: %w", key, err)
-		}
-	}
-	return f, nil
 }
 
 // dropData empties a Secret's or ConfigMap's data before it is cached.

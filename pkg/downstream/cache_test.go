@@ -116,7 +116,7 @@ type fakes struct {
 	objects []runtime.Object
 }
 
-func (f *fakes) newClientset(c *rest.Config) (kubernetes.Interface, error) {
+func (f *fakes) newClientset(c *rest.Config) (Clientset, error) {
 	if _, err := kubernetes.NewForConfig(c); err != nil { // validate as the real constructor would
 		return nil, err
 	}
@@ -966,8 +966,7 @@ func TestForeignObjectsWatchedWithoutData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign := cl.foreign.Core().V1().Secrets()
-	waitFor(t, "the foreign informer to sync", foreign.Informer().HasSynced)
+	waitFor(t, "the foreign informer to sync", cl.foreign.synced)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "fleets", Labels: map[string]string{"fleet": "yes"}},
 		Data: map[string][]byte{"k": []byte(fakeToken)}}
 	if _, err := cl.Kube.CoreV1().Secrets("app").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
@@ -981,7 +980,7 @@ func TestForeignObjectsWatchedWithoutData(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Contains(calls, runtime.Object(nil))
 	})
-	cached, err := foreign.Lister().Secrets("app").Get("fleets")
+	cached, err := cl.foreignSecrets.Secrets("app").Get("fleets")
 	if err != nil {
 		t.Fatalf("the foreign object is not cached: %v", err)
 	}

@@ -11,9 +11,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -52,46 +49,9 @@ func (id identity) refused() {
 	}
 }
 
-// writeClient is the part of a clientset that writes copies: core/v1
-// (Secrets, ConfigMaps, Namespaces) and authorization/v1 (the access
-// reviews). A kubernetes.Interface is one; an impersonating client is built
-// with only these two groups, sharing one HTTP client, rather than a full
-// clientset of some fifty API groups (about 40 KB each, one per Cluster
-// and ServiceAccount: 40 MB at 1,000 Clusters).
-type writeClient interface {
-	CoreV1() corev1client.CoreV1Interface
-	AuthorizationV1() authorizationv1client.AuthorizationV1Interface
-}
-
-var _ writeClient = kubernetes.Interface(nil)
-
-// groupClients is a writeClient of the two groups only.
-type groupClients struct {
-	core  *corev1client.CoreV1Client
-	authz *authorizationv1client.AuthorizationV1Client
-}
-
-func (g groupClients) CoreV1() corev1client.CoreV1Interface { return g.core }
-func (g groupClients) AuthorizationV1() authorizationv1client.AuthorizationV1Interface {
-	return g.authz
-}
-
-// newWriteClient builds a writeClient for cfg.
-func newWriteClient(cfg *rest.Config) (writeClient, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	core, err := corev1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	authz, err := authorizationv1client.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	return groupClients{core: core, authz: authz}, nil
-}
+// writeClient is what writes copies: core/v1 and authorization/v1 (the
+// access reviews), as downstream.NewClientset builds them.
+type writeClient = downstream.Clientset
 
 // impersonators caches, per cluster, one impersonating clientset per
 // ServiceAccount together with the access answers it was given. A
@@ -100,7 +60,7 @@ func newWriteClient(cfg *rest.Config) (writeClient, error) {
 // cluster's entries are ever touched by another's.
 type impersonators struct {
 	// newClient builds a client from a config that impersonates; nil
-	// means newWriteClient (tests put fakes here).
+	// means downstream.NewClientset (tests put fakes here).
 	newClient func(*rest.Config) (writeClient, error)
 
 	// mu guards clusters and their sas maps; it is never held while a
@@ -138,7 +98,7 @@ func (i *impersonators) get(c *downstream.Client, sa string) (*impersonator, err
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
 	newClient := i.newClient
 	if newClient == nil {
-		newClient = newWriteClient
+		newClient = downstream.NewClientset
 	}
 	cl, err := newClient(cfg)
 	if err != nil {
