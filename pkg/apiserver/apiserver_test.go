@@ -68,12 +68,16 @@ func dcpRow(name, kind, source string) *courier.DownstreamCopy {
 	}
 }
 
+// testStore is the row store of the last testServer.
+var testStore *memstore.Store[*courier.DownstreamCopy]
+
 // testServer is Courier's API server with the agent authorizer in front
 // of one that allows everything, and an authenticator that takes the user
 // from the X-Test-User header. It serves from a handler, without a port.
-func testServer(t *testing.T) http.Handler {
+func testServer(t testing.TB) http.Handler {
 	t.Helper()
 	store := memstore.New[*courier.DownstreamCopy]()
+	testStore = store
 	store.Replace([]*courier.DownstreamCopy{dcpRow("app.edge1.secret.s", "Secret", "s"), dcpRow("app.edge1.configmap.cm", "ConfigMap", "cm")})
 	agentAuthz := agentauth.New(agents{}, agentauth.StoreRows{Store: store})
 

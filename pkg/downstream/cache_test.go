@@ -351,7 +351,7 @@ func TestRESTConfig(t *testing.T) {
 		wantUserAgent string
 		wantQPS       float32
 	}{
-		{"defaults", Options{}, 10 * time.Second, "courier", 0},
+		{"defaults", Options{}, 10 * time.Second, "courier", QPS},
 		{"options", Options{Timeout: 3 * time.Second, UserAgent: "courier/test",
 			NewConfig: func(c *rest.Config) (*rest.Config, error) { c.QPS, c.Burst = 42, 84; return c, nil }},
 			3 * time.Second, "courier/test", 42},
@@ -383,6 +383,12 @@ func TestRESTConfig(t *testing.T) {
 			}
 			if watch.UserAgent != tc.wantUserAgent || watch.Host != kube.Host || watch.BearerToken != kube.BearerToken || watch.QPS != tc.wantQPS {
 				t.Errorf("informer config differs from Kube's beyond Timeout")
+			}
+			if !watch.DisableCompression || kube.DisableCompression {
+				t.Errorf("DisableCompression: informers %t, Kube %t; want true, false (a gzip watch holds a 32 KiB window)", watch.DisableCompression, kube.DisableCompression)
+			}
+			if watch.RateLimiter == nil || watch.RateLimiter != kube.RateLimiter {
+				t.Error("the informers and Kube do not share one rate limiter")
 			}
 		})
 	}

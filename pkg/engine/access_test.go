@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -128,7 +127,7 @@ func (w *identityWorld) may(cluster, user, right string) bool {
 
 // build is the engine's newClient: a fake impersonating clientset over the
 // cluster the config reaches.
-func (w *identityWorld) build(cfg *rest.Config) (kubernetes.Interface, error) {
+func (w *identityWorld) build(cfg *rest.Config) (writeClient, error) {
 	cluster := strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), ".example")
 	down, ok := w.down[cluster]
 	if !ok {
@@ -419,7 +418,7 @@ func TestIdentityCachesAcrossWorkers(t *testing.T) {
 	const clusters, rounds = 8, 20
 	var mu sync.Mutex
 	built := map[string][]*fake.Clientset{} // by host
-	env.e.impersonate.newClient = func(cfg *rest.Config) (kubernetes.Interface, error) {
+	env.e.impersonate.newClient = func(cfg *rest.Config) (writeClient, error) {
 		cs := fake.NewClientset()
 		cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()

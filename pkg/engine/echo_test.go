@@ -65,3 +65,57 @@ func TestCopyChangedIgnoresOwnWrites(t *testing.T) {
 		}
 	}
 }
+
+// The echo of a write may arrive before the write's response: an event for
+// a copy being written is held until the write returns and judged by the
+// resourceVersion it got.
+func TestEchoBeforeResponse(t *testing.T) {
+	db := srcSecret("db", "7")
+	env := newEnv(t, newFakeCluster(true, targetNamespace), db)
+	c1, err := env.e.cfg.Clusters.Clusters(fleetNS).Get("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyOf := func(rv string) *corev1.Secret {
+		s := &corev1.Secret{}
+		s.Namespace, s.Name, s.ResourceVersion = targetNS, "db", rv
+		return s
+	}
+	c := desiredCopy{kind: "Secret", targetNS: targetNS, name: "db"}
+	cases := []struct {
+		name   string
+		events []string // resourceVersions delivered while the write is in flight
+		got    string   // the write's resourceVersion ("" = failed)
+		after  []string // delivered after the write returned
+		queued bool
+	}{
+		{name: "the echo first, then the response", events: []string{"42"}, got: "42"},
+		{name: "the response first, then the echo", got: "42", after: []string{"42"}},
+		{name: "positive control: another change while writing", events: []string{"41"}, got: "42", queued: true},
+		{name: "the echo and a later change", events: []string{"42", "43"}, got: "42", queued: true},
+		{name: "an event, and the write failed", events: []string{"41"}, got: "", queued: true},
+		{name: "a failed write, nothing seen", got: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			drain(env.e.queue)
+			env.e.writing(c1, c)
+			for _, rv := range tc.events {
+				env.e.CopyChanged(clusterKey, copyOf(rv))
+			}
+			if q := drain(env.e.queue); len(q) != 0 {
+				t.Fatalf("queued %v while the write was in flight", q)
+			}
+			env.e.wrote(c1, c, tc.got)
+			for _, rv := range tc.after {
+				env.e.CopyChanged(clusterKey, copyOf(rv))
+			}
+			if queued := len(drain(env.e.queue)) > 0; queued != tc.queued {
+				t.Errorf("queued=%t, want %t", queued, tc.queued)
+			}
+			env.e.mu.Lock()
+			delete(env.e.echoes, echoKey(clusterKey, "Secret", targetNS, "db"))
+			env.e.mu.Unlock()
+		})
+	}
+}

@@ -89,6 +89,17 @@ type Config struct {
 	// DrainTimeout bounds how long Run waits, once its context is done, for
 	// the groups of copies being written to finish (default 20 seconds).
 	DrainTimeout time.Duration
+	// SyncWait bounds how long a Cluster's pass waits for the informers of
+	// a client just built (default 2 seconds; negative: not at all). A
+	// synced informer answers for every copy of the Cluster without a
+	// request and lets new copies be created without a read
+	// (createUnread); a pass that starts before costs a GET per copy. An
+	// unreachable cluster's informers never sync: its pass goes on after
+	// SyncWait and fails on its first request.
+	SyncWait time.Duration
+	// GroupWriters is how many copies of one HelmOp and ServiceAccount in
+	// one cluster are written at once (DefaultGroupWriters).
+	GroupWriters int
 }
 
 // DefaultWorkers is how many clusters are reconciled at once unless
@@ -123,7 +134,10 @@ type Engine struct {
 	pending map[types.NamespacedName]*pendingChange
 	// echoes are the resourceVersions of the engine's own last writes, by
 	// echoKey: the watch event of such a write needs no pass.
-	echoes     map[string]string
+	echoes map[string]string
+	// inflight holds, by echoKey, the resourceVersions of events for
+	// copies being written right now (see writing).
+	inflight   map[string][]string
 	observedAt map[string]time.Time // row key -> when its current source RV was first seen
 	twins      twinState
 }
@@ -153,6 +167,12 @@ func New(cfg Config) *Engine {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 20 * time.Second
 	}
+	if cfg.GroupWriters <= 0 {
+		cfg.GroupWriters = DefaultGroupWriters
+	}
+	if cfg.SyncWait == 0 {
+		cfg.SyncWait = 2 * time.Second
+	}
 	registerMetrics()
 	e := &Engine{
 		cfg: cfg,
@@ -166,6 +186,7 @@ func New(cfg Config) *Engine {
 		leftovers:  newLeftoverState(),
 		pending:    map[types.NamespacedName]*pendingChange{},
 		echoes:     map[string]string{},
+		inflight:   map[string][]string{},
 		observedAt: map[string]time.Time{},
 	}
 	e.leading.Store(!cfg.Follower)
@@ -196,11 +217,18 @@ func (e *Engine) ClusterChanged(clusterKey string) { e.queue.Add(clusterKey) }
 // (obj nil when one was deleted) and queues the cluster, except for the
 // echo of a write the engine made itself: that copy is recorded Synced
 // already, and a pass would only find it current. Without this, every
-// write cost each cluster a second pass.
+// write cost each cluster a second pass. The echo may arrive before the
+// write's response: events for a copy being written are held until the
+// write returns (see writing), then judged by the resourceVersion it got.
 func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
 	if m, err := meta.Accessor(obj); obj != nil && err == nil {
 		k := echoKey(clusterKey, kindOfObject(obj), m.GetNamespace(), m.GetName())
 		e.mu.Lock()
+		if seen, ok := e.inflight[k]; ok {
+			e.inflight[k] = append(seen, m.GetResourceVersion())
+			e.mu.Unlock()
+			return
+		}
 		rv, ok := e.echoes[k]
 		echo := ok && rv == m.GetResourceVersion()
 		if echo {
@@ -214,14 +242,42 @@ func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
 	e.queue.Add(clusterKey)
 }
 
+// writing marks copy c of cluster as being written: CopyChanged holds its
+// events until written is called with the outcome.
+func (e *Engine) writing(cluster *fleet.Cluster, c desiredCopy) {
+	k := echoKey(cluster.Namespace+"/"+cluster.Name, c.kind, c.targetNS, c.name)
+	e.mu.Lock()
+	e.inflight[k] = []string{}
+	e.mu.Unlock()
+}
+
+// wrote ends writing: rv is the resourceVersion the write gave the copy
+// ("" when it failed). Events held meanwhile that are all the write's own
+// echo need nothing; any other queues the cluster (someone else changed
+// the copy too); with none held, the echo is still to come (expectEcho).
+func (e *Engine) wrote(cluster *fleet.Cluster, c desiredCopy, rv string) {
+	clusterKey := cluster.Namespace + "/" + cluster.Name
+	k := echoKey(clusterKey, c.kind, c.targetNS, c.name)
+	e.mu.Lock()
+	seen := e.inflight[k]
+	delete(e.inflight, k)
+	other := false
+	for _, s := range seen {
+		other = other || s != rv
+	}
+	if rv != "" && len(seen) == 0 {
+		e.echoes[k] = rv
+	}
+	e.mu.Unlock()
+	if other || (rv == "" && len(seen) > 0) {
+		e.queue.Add(clusterKey)
+	}
+}
+
 // expectEcho records the resourceVersion of a copy the engine just wrote.
 func (e *Engine) expectEcho(cluster *fleet.Cluster, c desiredCopy, rv string) {
-	if rv == "" {
-		return
-	}
-	e.mu.Lock()
-	e.echoes[echoKey(cluster.Namespace+"/"+cluster.Name, c.kind, c.targetNS, c.name)] = rv
-	e.mu.Unlock()
+	e.writing(cluster, c)
+	e.wrote(cluster, c, rv)
 }
 
 // forgetEchoes drops a cluster's expected echoes (the Cluster is gone).

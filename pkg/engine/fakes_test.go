@@ -159,6 +159,11 @@ type fakeCluster struct {
 	secrets    cache.Indexer
 	configMaps cache.Indexer
 	synced     bool
+	// foreignWatched says the client watches Fleet's copies and holds the
+	// names in foreign (MayHaveForeign); otherwise it cannot tell, as a
+	// client without that watch, and the engine reads before creating.
+	foreignWatched bool
+	foreign        map[string]bool // "<namespace>/<name>"
 }
 
 func newIndexer() cache.Indexer {
@@ -195,6 +200,9 @@ func (c *fakeCluster) client() *downstream.Client {
 		HasSynced:  func() bool { return c.synced },
 		Selector:   c1Selector,
 		Config:     &rest.Config{Host: downHost},
+		MayHaveForeign: func(kind, ns, name string) bool {
+			return !c.foreignWatched || c.foreign[ns+"/"+name]
+		},
 	}
 }
 
@@ -288,6 +296,10 @@ func newEnv(t testing.TB, down *fakeCluster, sources ...runtime.Object) *testEnv
 		HelmOps:    fleetlisters.NewHelmOpLister(helmOps),
 		Downstream: env.ds,
 		Recorder:   env.recorder,
+		SyncWait:   -1, // the fakes' HasSynced says what each test wants at once
+		// One write at a time, so that tests can name the order of
+		// requests; TestGroupWritesAtOnce covers several.
+		GroupWriters: 1,
 		OnStatusChange: func(ch []copyview.StatusChange) {
 			env.statusChanges++
 			env.changes = append(env.changes, ch...)

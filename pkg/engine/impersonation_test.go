@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -31,7 +30,7 @@ type impersonated struct {
 func impersonation(env *testEnv, down *fakeCluster, allowed map[string][]string) *[]*impersonated {
 	var made []*impersonated
 	env.ds.client.Config = &rest.Config{Host: "https://downstream.example"}
-	env.e.impersonate.newClient = func(cfg *rest.Config) (kubernetes.Interface, error) {
+	env.e.impersonate.newClient = func(cfg *rest.Config) (writeClient, error) {
 		user := cfg.Impersonate.UserName
 		cs := &fake.Clientset{}
 		cs.AddReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -34,6 +33,9 @@ type kindOps interface {
 	// listUnlabelled lists, live, Courier's copies that carry no
 	// cluster-hash label (written before it existed).
 	listUnlabelled(ctx context.Context) ([]object, error)
+	// synced reports whether the cluster's informers have synced: then
+	// cached holds every copy written for this Cluster.
+	synced() bool
 	upToDate(cur, want object) bool
 	// sameData reports whether cur has want's type and data (Fleet's own
 	// copies are judged by that alone).
@@ -58,7 +60,7 @@ type ops[T object] struct {
 	fromCache    func(ns, name string) (T, error)
 	listCache    func() ([]T, error)
 	listLive     func(ctx context.Context, opts metav1.ListOptions) ([]T, error)
-	synced       func() bool
+	isSynced     func() bool
 	build        func(src T, ns string, o copyspec.Owner) T
 	isUpToDate   func(cur, want T) bool
 	dataEqual    func(cur, want T) bool
@@ -72,7 +74,7 @@ func (o ops[T]) desired(src runtime.Object, ns string, owner copyspec.Owner) obj
 }
 
 func (o ops[T]) cached(ns, name string) (object, bool) {
-	if !o.synced() {
+	if !o.isSynced() {
 		return nil, false
 	}
 	obj, err := o.fromCache(ns, name)
@@ -81,6 +83,8 @@ func (o ops[T]) cached(ns, name string) (object, bool) {
 	}
 	return obj, true
 }
+
+func (o ops[T]) synced() bool { return o.isSynced() }
 
 func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
 	return o.reader(ns).Get(ctx, name, metav1.GetOptions{})
@@ -111,7 +115,7 @@ func (o ops[T]) delete(ctx context.Context, ns, name string, opts *metav1.Delete
 // every namespace: from the label-filtered informer once synced, else with a
 // live list by the same selector.
 func (o ops[T]) listManaged(ctx context.Context) ([]object, error) {
-	if o.synced() {
+	if o.isSynced() {
 		items, err := o.listCache()
 		return objects(items), err
 	}
@@ -150,7 +154,7 @@ func (o ops[T]) needsRecreate(cur, want object) bool {
 // objectOps returns the operations for kind ("Secret" or "ConfigMap") in a
 // downstream cluster: reads with Courier's own client, writes with writer
 // (the ServiceAccount's impersonating client, or Courier's own).
-func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) kindOps {
+func objectOps(c *downstream.Client, writer writeClient, kind string) kindOps {
 	if kind == "Secret" {
 		return ops[*corev1.Secret]{
 			reader:    func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
@@ -164,7 +168,7 @@ func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) k
 				}
 				return pointers(l.Items), nil
 			},
-			synced: c.HasSynced,
+			isSynced: c.HasSynced,
 			build: func(src *corev1.Secret, ns string, o copyspec.Owner) *corev1.Secret {
 				return copyspec.Secret(src, ns, o)
 			},
@@ -186,7 +190,7 @@ func objectOps(c *downstream.Client, writer kubernetes.Interface, kind string) k
 			}
 			return pointers(l.Items), nil
 		},
-		synced: c.HasSynced,
+		isSynced: c.HasSynced,
 		build: func(src *corev1.ConfigMap, ns string, o copyspec.Owner) *corev1.ConfigMap {
 			return copyspec.ConfigMap(src, ns, o)
 		},

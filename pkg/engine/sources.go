@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +60,10 @@ type sourceKey struct {
 // the data of Secrets it does not copy.
 type sourceCache struct {
 	reader SourceReader
+	// reads makes the workers that miss the cache for one source at one
+	// resourceVersion share one read: a change of a source listed for 1,000
+	// Clusters reaches every worker at once.
+	reads singleflight.Group
 
 	mu      sync.Mutex
 	objects map[sourceKey]runtime.Object
@@ -78,17 +84,25 @@ func (s *sourceCache) get(ctx context.Context, k sourceKey, rv, rowKey string) (
 			return cached, nil
 		}
 	}
-	obj, err := s.reader.Read(ctx, Source{Kind: k.kind, Namespace: k.namespace, Name: k.name, Row: rowKey})
+	v, err, _ := s.reads.Do(k.kind+"/"+k.namespace+"/"+k.name+"@"+rv, func() (any, error) {
+		// Any row that wants this source will do: its object is the same
+		// for all of them (a payload's courier.dev/ keys are derived again).
+		obj, err := s.reader.Read(ctx, Source{Kind: k.kind, Namespace: k.namespace, Name: k.name, Row: rowKey})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := metaOf(obj); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.objects[k] = obj
+		s.mu.Unlock()
+		return obj, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := metaOf(obj); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	s.objects[k] = obj
-	s.mu.Unlock()
-	return obj, nil
+	return v.(runtime.Object), nil
 }
 
 // forget drops the given sources from the cache: no copy needs them any

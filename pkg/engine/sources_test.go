@@ -3,11 +3,16 @@ package engine
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // The source cache reads a listed source once per resourceVersion, and
@@ -66,5 +71,56 @@ func TestSourceCache(t *testing.T) {
 		if got := actionStrings(up.Actions()); !slices.Equal(got, st.wantGets) {
 			t.Errorf("%s: upstream requests %q, want %q", st.name, got, st.wantGets)
 		}
+	}
+}
+
+// Workers that miss the cache for the same source at the same
+// resourceVersion together share one GET.
+func TestSourceCacheSharesReads(t *testing.T) {
+	up := fake.NewClientset(srcSecret("db", "7"))
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var gets atomic.Int32
+	up.PrependReactor("get", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if gets.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return false, nil, nil
+	})
+	s := newSourceCache(UpstreamSources{Client: up})
+	key := sourceKey{"Secret", fleetNS, "db"}
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	first := make(chan struct{})
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i > 0 {
+				<-first // the others ask while the first GET is in flight
+			}
+			_, err := s.get(context.Background(), key, "7", "")
+			errs <- err
+		}()
+		if i == 0 {
+			<-entered
+			close(first)
+		}
+	}
+	// Let the others reach the in-flight read before it returns: each
+	// either joins it or, arriving later, finds the object cached.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := actionStrings(up.Actions()); len(got) != 1 {
+		t.Errorf("upstream requests %q, want one GET", got)
 	}
 }

@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
 )
 
@@ -70,6 +72,10 @@ func (p *pool) connect() error {
 			return err
 		}
 		cfg.UserAgent = "courier-bench-pool"
+		// The same per-cluster request limit as Courier's downstream
+		// clients (downstream.QPS, downstream.Burst), not written down twice.
+		cfg.QPS, cfg.Burst = downstream.QPS, downstream.Burst
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(downstream.QPS, downstream.Burst)
 		c, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 )
 
@@ -318,10 +319,10 @@ func (s *scaleRun) hold() {
 const (
 	// idleWindow is how long idle CPU is measured.
 	idleWindow = 30 * time.Second
-	// limiterRefill refills a client-go token bucket at its defaults (QPS
-	// 5, burst 10), which both Courier's downstream clients and the pool's
-	// have: burst / QPS = 2 s.
-	limiterRefill = 2 * time.Second
+	// limiterRefill refills the per-cluster token bucket both Courier's
+	// downstream clients and the pool's have (downstream.QPS, Burst):
+	// burst / QPS.
+	limiterRefill = time.Duration(float64(downstream.Burst) / float64(downstream.QPS) * float64(time.Second))
 )
 
 func mustCPU(t *testing.T, pid int) time.Duration {

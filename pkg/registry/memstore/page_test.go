@@ -375,16 +375,28 @@ func TestListAfterChanges(t *testing.T) {
 	check("after Replace")
 }
 
-func TestListPageItemsAreCopies(t *testing.T) {
+// A page shares the store's objects (no copy per item), and the store never
+// modifies an object it holds: a later change stores a new object, and the
+// page keeps what it listed.
+func TestListPageSharesStoredObjects(t *testing.T) {
 	s, _ := newTestStore()
 	s.Upsert(rows(3)...)
 	p, err := s.ListPage("", nil, PageOptions{Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Items[0].Status.Phase = "Mutated"
 	p2, _ := s.ListPage("", nil, PageOptions{Limit: 2})
-	if p2.Items[0].Status.Phase != "Synced" || p2.Items[0] == p.Items[0] {
-		t.Error("a page's item is the stored object")
+	if p2.Items[0] != p.Items[0] {
+		t.Error("two pages of one state hold different objects: the items were copied")
+	}
+	changed := p.Items[0].DeepCopy()
+	changed.Status.Phase = "Forbidden"
+	s.Upsert(changed)
+	if p.Items[0].Status.Phase != "Synced" {
+		t.Errorf("a change modified an object already listed: phase %q", p.Items[0].Status.Phase)
+	}
+	p3, _ := s.ListPage("", nil, PageOptions{Limit: 2})
+	if p3.Items[0].Status.Phase != "Forbidden" {
+		t.Errorf("positive control: the new state lists phase %q, want Forbidden", p3.Items[0].Status.Phase)
 	}
 }

@@ -376,9 +376,19 @@ var semanticIgnoringServerFields = func() conversion.Equalities {
 	return e
 }()
 
+// ContentEqualer is implemented by stored types that compare two objects
+// apart from the fields the store assigns faster than reflection can
+// (DownstreamCopy: every row a change recomputes is compared).
+type ContentEqualer[T any] interface {
+	EqualIgnoringServerFields(other T) bool
+}
+
 // equalIgnoringServerFields reports whether a and b are semantically equal
 // apart from the fields the store assigns, without copying either.
 func equalIgnoringServerFields[T Object](a, b T) bool {
+	if e, ok := any(a).(ContentEqualer[T]); ok {
+		return e.EqualIgnoringServerFields(b)
+	}
 	return semanticIgnoringServerFields.DeepEqual(a, b)
 }
 

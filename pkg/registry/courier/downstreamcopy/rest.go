@@ -32,6 +32,9 @@ var (
 	_ rest.ShortNamesProvider   = &REST{}
 	_ rest.CategoriesProvider   = &REST{}
 	_ rest.KindProvider         = &REST{}
+	// The row store compares every recomputed row with the one it holds:
+	// rows compare themselves without reflection.
+	_ memstore.ContentEqualer[*courier.DownstreamCopy] = (*courier.DownstreamCopy)(nil)
 )
 
 // NewREST returns the storage of downstreamcopies, reading store.

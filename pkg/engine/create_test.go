@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copyspec"
+)
+
+// A new copy is created without a GET when the informers can answer for
+// it (createUnread), and read first whenever they cannot. An object found
+// there after all is judged exactly as a read would have: never written
+// unless it is Courier's own.
+func TestCreateWithoutRead(t *testing.T) {
+	db := srcSecret("db", "7")
+	cases := []struct {
+		name string
+		// existing objects in the cluster (only Courier's own copies for
+		// c1 are in its informer).
+		existing []runtime.Object
+		synced   bool
+		// foreignWatched: the client watches Fleet's copies; fleet names
+		// the ones it holds.
+		foreignWatched bool
+		fleet          []string
+		follower       bool
+		wantDown       []string
+		wantPhase      courier.CopyPhase
+		// wantUntouched: the existing Secret apps/db keeps its data.
+		wantUntouched bool
+	}{
+		{
+			name: "nothing there: one create, no read", synced: true, foreignWatched: true,
+			existing:  []runtime.Object{targetNamespace},
+			wantDown:  []string{"get namespaces apps", saLookup, "create secrets apps/db"},
+			wantPhase: courier.CopyPhaseSynced,
+		},
+		{
+			name: "positive control, informers not synced: read first", foreignWatched: true,
+			existing:  []runtime.Object{targetNamespace},
+			wantDown:  []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector},
+			wantPhase: courier.CopyPhaseSynced,
+		},
+		{
+			name: "no foreign watch: read first", synced: true,
+			existing:  []runtime.Object{targetNamespace},
+			wantDown:  []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
+			wantPhase: courier.CopyPhaseSynced,
+		},
+		{
+			name: "Fleet's copy of that name: read, never written", synced: true, foreignWatched: true, fleet: []string{"apps/db"},
+			existing:  []runtime.Object{targetNamespace, fleetsSecret()},
+			wantDown:  []string{"get secrets apps/db"},
+			wantPhase: courier.CopyPhaseConflict, wantUntouched: true,
+		},
+		{
+			name: "an object Courier does not own, unknown to the informers: the create is refused, then it is read", synced: true, foreignWatched: true,
+			existing:  []runtime.Object{targetNamespace, unmanagedSecret(targetNS, "db")},
+			wantDown:  []string{"get namespaces apps", saLookup, "create secrets apps/db", "get secrets apps/db"},
+			wantPhase: courier.CopyPhaseConflict, wantUntouched: true,
+		},
+		{
+			name: "a follower writes nothing, so it reads", synced: true, foreignWatched: true, follower: true,
+			existing:  []runtime.Object{targetNamespace},
+			wantDown:  []string{"get secrets apps/db"},
+			wantPhase: courier.CopyPhasePending,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			down := newFakeCluster(tc.synced, tc.existing...)
+			down.foreignWatched = tc.foreignWatched
+			down.foreign = map[string]bool{}
+			for _, n := range tc.fleet {
+				down.foreign[n] = true
+			}
+			env := newEnv(t, down, db)
+			if tc.follower {
+				env.e.SetLeading(false)
+			}
+			before, _ := down.secret(targetNS, "db")
+			r := rowOf(db)
+			_ = env.reconcile(r)
+
+			checkActions(t, "downstream", env.downActions(), tc.wantDown)
+			if got := env.mustStatus(r).Phase; got != tc.wantPhase {
+				t.Errorf("phase %s, want %s (%s)", got, tc.wantPhase, env.mustStatus(r).Message)
+			}
+			after, ok := down.secret(targetNS, "db")
+			switch {
+			case tc.wantUntouched && (!ok || string(after.Data["password"]) != string(before.Data["password"]) || after.Labels[copyspec.LabelOwner] != ""):
+				t.Errorf("the object Courier does not own was changed: %v", after)
+			case tc.wantPhase == courier.CopyPhaseSynced && (!ok || after.Labels[copyspec.LabelOwner] != appOwnerHash):
+				t.Errorf("the copy was not written: %v", after)
+			}
+		})
+	}
+}
+
+// Once a pass found an object Courier does not own, the next pass reads
+// it again instead of trying a create that can only be refused: a Conflict
+// costs one GET per pass, as before.
+func TestConflictIsReadNotRecreated(t *testing.T) {
+	db := srcSecret("db", "7")
+	down := newFakeCluster(true, targetNamespace, unmanagedSecret(targetNS, "db"))
+	down.foreignWatched = true
+	env := newEnv(t, down, db)
+	r := rowOf(db)
+	_ = env.reconcile(r)
+	if got := env.mustStatus(r).Phase; got != courier.CopyPhaseConflict {
+		t.Fatalf("first pass: phase %s, want Conflict", got)
+	}
+	down.kube.ClearActions()
+	_ = env.reconcile(r)
+	checkActions(t, "downstream, second pass", env.downActions(), []string{"get secrets apps/db"})
+}
+
+// A twin Cluster on the same kube-apiserver that wants the same copy may
+// have written it: the copy is read, not created blindly.
+func TestTwinCopyIsRead(t *testing.T) {
+	db := srcSecret("db", "7")
+	down := newFakeCluster(true, targetNamespace)
+	down.foreignWatched = true
+	env := newEnv(t, down, db)
+	twin := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
+	env.e.setServer(c2Key, env.ds.client) // c2 reaches the same server
+	_ = env.reconcile(rowOf(db), twin)
+	actions := env.downActions()
+	if len(actions) == 0 || actions[0] != "get secrets apps/db" {
+		t.Errorf("downstream requests %q: want a read of apps/db first", actions)
+	}
+}
+
+// fleetsSecret is Fleet's own copy of db (DESIGN §3 rule 12), with other
+// data.
+func fleetsSecret() *corev1.Secret {
+	s := unmanagedSecret(targetNS, "db")
+	s.Labels = map[string]string{copyspec.FleetCopyLabel: "app-c1"}
+	return s
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The copies of a group are written several at once, after the one copy
+// per missing namespace that creates it; a fatal outcome stops new writes.
+func TestGroupWritesAtOnce(t *testing.T) {
+	const n = 10
+	group := make([]desiredCopy, n)
+	plans := make([]plan, n)
+	for i := range group {
+		group[i] = desiredCopy{targetNS: "apps", name: string(rune('a' + i))}
+		plans[i] = plan{action: actionCreate}
+	}
+	namespaces := map[string]bool{"apps": false}
+
+	e := New(Config{GroupWriters: 4})
+	var (
+		inFlight, most atomic.Int32
+		mu             sync.Mutex
+		order          []int
+		release        = make(chan struct{})
+	)
+	// The writes after the first wait until four are in flight at once
+	// (or a second passes): proof that they overlap.
+	go func() {
+		deadline := time.After(5 * time.Second)
+		for most.Load() < 4 {
+			select {
+			case <-deadline:
+				close(release)
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		close(release)
+	}()
+	err := e.writeGroup(n, namespaces, plans, group, func(i int) outcome {
+		mu.Lock()
+		order = append(order, i)
+		if i == 0 {
+			namespaces["apps"] = true // execute creates the namespace
+		}
+		mu.Unlock()
+		cur := inFlight.Add(1)
+		for {
+			m := most.Load()
+			if cur <= m || most.CompareAndSwap(m, cur) {
+				break
+			}
+		}
+		if i != 0 {
+			<-release
+		}
+		inFlight.Add(-1)
+		return outcome{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != n || order[0] != 0 {
+		t.Errorf("write order %v: want all %d, the namespace's creator first", order, n)
+	}
+	if got := most.Load(); got != 4 {
+		t.Errorf("at most %d writes in flight, want 4 (Config.GroupWriters)", got)
+	}
+}
+
+func TestGroupWritesStopAtFatal(t *testing.T) {
+	const n = 8
+	group := make([]desiredCopy, n)
+	plans := make([]plan, n)
+	for i := range group {
+		group[i] = desiredCopy{targetNS: "apps", name: string(rune('a' + i))}
+		plans[i] = plan{action: actionUpdate}
+	}
+	e := New(Config{GroupWriters: 2})
+	unreachable := errors.New("connection refused")
+	var started atomic.Int32
+	err := e.writeGroup(n, map[string]bool{"apps": true}, plans, group, func(i int) outcome {
+		started.Add(1)
+		if i == 1 {
+			return outcome{fatal: unreachable}
+		}
+		time.Sleep(10 * time.Millisecond) // i=0 is still in flight when i=1 fails
+		return outcome{}
+	})
+	if !errors.Is(err, unreachable) {
+		t.Fatalf("err %v, want the fatal one", err)
+	}
+	// Positive control: two ran at once; after the failure at most the one
+	// slot freed by it could have been taken before the check.
+	if s := started.Load(); s < 2 || s > 3 {
+		t.Errorf("%d writes started, want 2 or 3 of %d (none after the failure was seen)", s, n)
+	}
+}
