@@ -27,8 +27,9 @@ type ExtraConfig struct {
 	Payloads         PayloadConfig
 }
 
-// PayloadConfig is what downstreamcopies/<row>/payload is made from
-// (DESIGN §9).
+// PayloadConfig is what the pull-delivery subresources need (DESIGN §9):
+// downstreamcopies/<row>/payload is made from it, and
+// downstreamcopies/<row>/status records into it.
 type PayloadConfig struct {
 	// Sources reads the upstream sources in full.
 	Sources downstreamcopy.Sources
@@ -38,6 +39,9 @@ type PayloadConfig struct {
 	// UpstreamID goes into every payload's owner label and
 	// courier.dev/upstream annotation, as on every copy Courier pushes.
 	UpstreamID string
+	// Reports keeps what agents report to downstreamcopies/<row>/status;
+	// Agents decides who may.
+	Reports downstreamcopy.Reporter
 }
 
 // Config is the configuration of a Courier API server.
@@ -78,8 +82,8 @@ func (c completedConfig) New() (*CourierServer, error) {
 		return nil, fmt.Errorf("courier apiserver: both view stores must be set")
 	}
 	p := c.ExtraConfig.Payloads
-	if p.Sources == nil || p.Agents == nil || p.UpstreamID == "" {
-		return nil, fmt.Errorf("courier apiserver: payloads need sources, agents and the upstream id")
+	if p.Sources == nil || p.Agents == nil || p.UpstreamID == "" || p.Reports == nil {
+		return nil, fmt.Errorf("courier apiserver: pull delivery needs sources, agents, the upstream id and a report store")
 	}
 	generic, err := c.GenericConfig.New("courier-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -90,6 +94,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID),
+		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
 	}
 	if err := generic.InstallAPIGroup(&info); err != nil {

@@ -3,12 +3,15 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +27,7 @@ import (
 	baseversion "k8s.io/component-base/version"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
+	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -76,6 +80,26 @@ var testStore *memstore.Store[*courier.DownstreamCopy]
 // from the X-Test-User header. It serves from a handler, without a port.
 func testServer(t testing.TB) http.Handler {
 	t.Helper()
+	h, _ := testServerWithReports(t)
+	return h
+}
+
+// reports records what Record was given.
+type reports struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *reports) Record(_ context.Context, c types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("%s %s %s %q %s", c, row, e.Phase, e.Message, interval))
+	return nil
+}
+
+func testServerWithReports(t testing.TB) (http.Handler, *reports) {
+	t.Helper()
+	rep := &reports{}
 	store := memstore.New[*courier.DownstreamCopy]()
 	testStore = store
 	store.Replace([]*courier.DownstreamCopy{dcpRow("app.edge1.secret.s", "Secret", "s"), dcpRow("app.edge1.configmap.cm", "ConfigMap", "cm")})
@@ -104,14 +128,14 @@ func testServer(t testing.TB) http.Handler {
 	c := &Config{GenericConfig: cfg, ExtraConfig: ExtraConfig{
 		DownstreamCopies: store,
 		FieldCopies:      memstore.New[*courier.FieldCopy](),
-		Payloads:         PayloadConfig{Sources: sources{}, Agents: agentAuthz, UpstreamID: "up"},
+		Payloads:         PayloadConfig{Sources: sources{}, Agents: agentAuthz, UpstreamID: "up", Reports: rep},
 	}}
 	s, err := c.Complete().New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.GenericAPIServer.PrepareRun()
-	return s.GenericAPIServer.Handler
+	return s.GenericAPIServer.Handler, rep
 }
 
 func get(t *testing.T, h http.Handler, user, path string) (int, []byte) {
@@ -198,4 +222,70 @@ func TestPayloadServed(t *testing.T) {
 			t.Errorf("/openapi/v3: %d %.300s", code, body)
 		}
 	})
+}
+
+func put(t *testing.T, h http.Handler, user, path, body string) (int, []byte) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPut, path, strings.NewReader(body))
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Test-User", user)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	b, _ := io.ReadAll(w.Result().Body)
+	return w.Code, b
+}
+
+// TestStatusReported puts a report through the whole handler chain, as
+// the generated client's UpdateStatus sends it.
+func TestStatusReported(t *testing.T) {
+	h, rep := testServerWithReports(t)
+	body := func(name, phase string) string {
+		return `{"apiVersion":"courier.dev/v1alpha1","kind":"DownstreamCopy","metadata":{"name":"` + name +
+			`","namespace":"fleet-default","annotations":{"courier.dev/report-interval":"2s"}},"spec":{"helmOp":"x","cluster":"edge9"},` +
+			`"status":{"phase":"` + phase + `","message":"copied","syncedResourceVersion":"5"}}`
+	}
+	t.Run("discovery lists update only", func(t *testing.T) {
+		_, b := get(t, h, "admin", "/apis/courier.dev/v1alpha1")
+		var list metav1.APIResourceList
+		if err := json.Unmarshal(b, &list); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "downstreamcopies/status" })
+		if i < 0 || !slices.Equal(list.APIResources[i].Verbs, metav1.Verbs{"update"}) || list.APIResources[i].Kind != "DownstreamCopy" {
+			t.Errorf("downstreamcopies/status in discovery: %s", b)
+		}
+	})
+	t.Run("the agent reports", func(t *testing.T) {
+		code, b := put(t, h, "agent-edge1", payloadPath+"app.edge1.secret.s/status", body("app.edge1.secret.s", "Conflict"))
+		var row courier.DownstreamCopy
+		if code != http.StatusOK || json.Unmarshal(b, &row) != nil || row.Status.Phase != "Conflict" || row.Spec.Cluster != "edge1" {
+			t.Fatalf("%d %s", code, b)
+		}
+		want := `fleet-default/edge1 app.edge1.secret.s Conflict "copied" 2s`
+		if len(rep.calls) != 1 || rep.calls[0] != want {
+			t.Errorf("recorded %q, want %q", rep.calls, want)
+		}
+	})
+	t.Run("a name that is not the URL's", func(t *testing.T) {
+		code, b := put(t, h, "agent-edge1", payloadPath+"app.edge1.secret.s/status", body("app.edge1.configmap.cm", "Synced"))
+		if code != http.StatusBadRequest {
+			t.Errorf("%d %s", code, b)
+		}
+	})
+	t.Run("an unknown phase", func(t *testing.T) {
+		code, b := put(t, h, "agent-edge1", payloadPath+"app.edge1.secret.s/status", body("app.edge1.secret.s", "Exploded"))
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "status.phase") {
+			t.Errorf("%d %s", code, b)
+		}
+	})
+	t.Run("anyone else, allowed by the delegate, is refused by the storage", func(t *testing.T) {
+		code, b := put(t, h, "admin", payloadPath+"app.edge1.secret.s/status", body("app.edge1.secret.s", "Synced"))
+		if code != http.StatusForbidden || !strings.Contains(string(b), "only by the courier-agent of its Cluster") {
+			t.Errorf("%d %s", code, b)
+		}
+	})
+	if len(rep.calls) != 1 {
+		t.Errorf("refused reports were recorded: %q", rep.calls)
+	}
 }

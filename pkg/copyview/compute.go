@@ -45,6 +45,9 @@ type Inputs struct {
 	ConfigMaps cache.GenericLister
 	// AgentNamespace is where a HelmOp's ServiceAccount lives downstream.
 	AgentNamespace string
+	// Reports are the agents' reports for pulled Clusters (pulled.go); nil
+	// when there are none to read.
+	Reports Reports
 }
 
 // Problem is something wrong with a HelmOp that has no row of its own to

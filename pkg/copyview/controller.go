@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -58,10 +59,20 @@ type Controller struct {
 	// rows are the rows each HelmOp has in the store.
 	rows  map[types.NamespacedName]*helmOpRows
 	since map[string]phaseSince // row key -> when it entered its phase
+	// clusterRows maps a Cluster to its wanted rows' keys and their
+	// HelmOps, and rowCluster a row key to its Cluster (pulled.go).
+	clusterRows map[types.NamespacedName]map[string]types.NamespacedName
+	rowCluster  map[string]types.NamespacedName
 	// initial holds the HelmOps of the first pass not synced yet; nil once
 	// they all are.
 	initial map[types.NamespacedName]bool
 	ready   bool
+
+	// clock decides when a pulled Cluster's agent is overdue and runs the
+	// timers that re-evaluate its rows then; dmu guards deadlines.
+	clock     clock.WithDelayedExecution
+	dmu       sync.Mutex
+	deadlines map[types.NamespacedName]deadline
 }
 
 // work is what a queued HelmOp needs: a full sync, or only some of its
@@ -111,6 +122,9 @@ func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		}
 		c.synced = append(c.synced, h.inf.HasSynced, reg.HasSynced)
 	}
+	if inputs.Reports != nil {
+		c.synced = append(c.synced, inputs.Reports.HasSynced)
+	}
 	return c, nil
 }
 
@@ -125,10 +139,14 @@ func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "downstreamcopies"}),
-		now:   time.Now,
-		work:  map[types.NamespacedName]*work{},
-		rows:  map[types.NamespacedName]*helmOpRows{},
-		since: map[string]phaseSince{},
+		now:         time.Now,
+		work:        map[types.NamespacedName]*work{},
+		rows:        map[types.NamespacedName]*helmOpRows{},
+		since:       map[string]phaseSince{},
+		clusterRows: map[types.NamespacedName]map[string]types.NamespacedName{},
+		rowCluster:  map[string]types.NamespacedName{},
+		clock:       clock.RealClock{},
+		deadlines:   map[types.NamespacedName]deadline{},
 	}
 }
 

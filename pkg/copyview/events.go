@@ -10,6 +10,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
 
@@ -90,7 +91,11 @@ func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*fleet.Cluster)
 			n, _ := obj.(*fleet.Cluster)
-			if o == nil || n == nil || !labels.Equals(o.Labels, n.Labels) {
+			// Labels decide targeting; the agent-user annotation whether
+			// the Cluster is pulled, and so where its rows' status comes
+			// from.
+			if o == nil || n == nil || !labels.Equals(o.Labels, n.Labels) ||
+				o.Annotations[courier.AnnotationAgentUser] != n.Annotations[courier.AnnotationAgentUser] {
 				c.queueNamespaceOf(obj)
 			}
 		},

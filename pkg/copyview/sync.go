@@ -39,11 +39,13 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 	var left []*courier.DownstreamCopy
 	if c.engine != nil {
 		c.engine.SetDesired(op, rows)
-		for _, r := range rows {
-			if st, ok := c.engine.Status(rowKey(r)); ok {
-				overlay(r, st)
-			}
+	}
+	for _, r := range rows {
+		if st, ok := c.rowStatus(r); ok {
+			overlay(r, st)
 		}
+	}
+	if c.engine != nil {
 		left = leftoverRows(wanted, c.engine.Leftovers(op))
 	}
 
@@ -81,11 +83,12 @@ func (c *Controller) syncLeftovers(op types.NamespacedName) {
 }
 
 // refreshRows gives the named rows of one HelmOp the engine's current
-// status, from the rows in the store: nothing is recomputed, and only rows
-// whose status changed are written. Keys that are not (or no longer) the
-// HelmOp's wanted rows are skipped.
+// status, or for a pulled Cluster its agent's report, from the rows in the
+// store: nothing is recomputed, and only rows whose status changed are
+// written. Keys that are not (or no longer) the HelmOp's wanted rows are
+// skipped.
 func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) {
-	if len(keys) == 0 || c.engine == nil {
+	if len(keys) == 0 {
 		return
 	}
 	c.mu.Lock()
@@ -106,7 +109,7 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 			continue
 		}
 		r.Status = baseStatus(r.Namespace, r.Spec)
-		if st, ok := c.engine.Status(key); ok {
+		if st, ok := c.rowStatus(r); ok {
 			overlay(r, st)
 		}
 		rows = append(rows, r)
@@ -144,6 +147,7 @@ func (c *Controller) setKeysLocked(op types.NamespacedName, st *helmOpRows, want
 	for _, r := range wanted {
 		next[rowKey(r)] = true
 	}
+	c.indexRowsLocked(op, wanted)
 	for _, r := range left {
 		next[rowKey(r)] = false
 	}
@@ -153,6 +157,7 @@ func (c *Controller) setKeysLocked(op types.NamespacedName, st *helmOpRows, want
 			ns, name := splitRowKey(key)
 			gone = append(gone, memstore.Key{Namespace: ns, Name: name})
 			delete(c.since, key)
+			c.unindexRowLocked(key)
 		}
 	}
 	st.keys = next

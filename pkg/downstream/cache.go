@@ -296,16 +296,7 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 	if err != nil {
 		return nil, invalid(err)
 	}
-	cfg.Timeout = c.o.Timeout
-	cfg.UserAgent = c.o.UserAgent
-	cfg.QPS, cfg.Burst = QPS, Burst
-	// One token bucket for every request Courier sends this cluster:
-	// rest.CopyConfig keeps it, so the informers' clientset and each
-	// impersonating clientset built from Config draw on it too. Without it
-	// each clientset (and each of its API groups) gets a bucket of its own,
-	// which both lets Courier exceed QPS per cluster and costs memory per
-	// group at 1,000 Clusters.
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(QPS, Burst)
+	setLimits(cfg, c.o)
 	if c.o.NewConfig != nil {
 		if cfg, err = c.o.NewConfig(cfg); err != nil {
 			return nil, invalid(err)
@@ -314,24 +305,33 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 	return newClient(cluster, cfg, c.o, invalid)
 }
 
+// setLimits sets what bounds every request to one cluster: o's Timeout
+// and UserAgent, and one token bucket at QPS and Burst for every request
+// Courier sends the cluster. rest.CopyConfig keeps the bucket, so the
+// informers' clientset and each impersonating client built from Config
+// draw on it too. Without it each clientset (and each of its API groups)
+// gets a bucket of its own, which both lets Courier exceed QPS per cluster
+// and costs memory per group at 1,000 Clusters.
+func setLimits(cfg *rest.Config, o Options) {
+	cfg.Timeout = o.Timeout
+	cfg.UserAgent = o.UserAgent
+	cfg.QPS, cfg.Burst = QPS, Burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(QPS, Burst)
+}
+
 // NewClient builds the client of one downstream cluster from a rest.Config
 // rather than a kubeconfig Secret -- a courier-agent's own cluster (DESIGN
 // §9) -- with the informers a Cache gives each Cluster: o.WatchSelector's
 // copies, and o.ForeignSelector's objects without their data. It sets
-// cfg's Timeout and UserAgent from o (on a copy). Stop stops it.
+// cfg's Timeout, UserAgent and request limit as for a Cache's clients (on
+// a copy). Stop stops it.
 func NewClient(cluster *fleet.Cluster, cfg *rest.Config, o Options) (*Client, error) {
 	if o.WatchSelector == nil {
 		return nil, errors.New("downstream.NewClient: Options.WatchSelector is required")
 	}
 	o = withDefaults(o)
 	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = o.Timeout
-	cfg.UserAgent = o.UserAgent
-	if cfg.RateLimiter == nil && cfg.QPS > 0 {
-		// One bucket for every clientset of the cluster, as for a Cache's
-		// clients (see build).
-		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
-	}
+	setLimits(cfg, o)
 	var err error
 	if o.NewConfig != nil {
 		if cfg, err = o.NewConfig(cfg); err != nil {

@@ -85,8 +85,6 @@ func (s *sourceCache) get(ctx context.Context, k sourceKey, rv, rowKey string) (
 		}
 	}
 	v, err, _ := s.reads.Do(k.kind+"/"+k.namespace+"/"+k.name+"@"+rv, func() (any, error) {
-		// Any row that wants this source will do: its object is the same
-		// for all of them (a payload's courier.dev/ keys are derived again).
 		obj, err := s.reader.Read(ctx, Source{Kind: k.kind, Namespace: k.namespace, Name: k.name, Row: rowKey})
 		if err != nil {
 			return nil, err

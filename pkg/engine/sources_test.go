@@ -101,7 +101,7 @@ func TestSourceCacheSharesReads(t *testing.T) {
 			if i > 0 {
 				<-first // the others ask while the first GET is in flight
 			}
-			_, err := s.get(context.Background(), key, "7", "")
+			_, err := s.get(context.Background(), key, "7", fleetNS+"/row")
 			errs <- err
 		}()
 		if i == 0 {

@@ -223,6 +223,8 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 					"--kubeconfig=" + kubeconfig,
 					"--authentication-kubeconfig=" + kubeconfig,
 					"--authorization-kubeconfig=" + kubeconfig,
+					// Where applyCourierRBAC let it keep agents' reports.
+					"--agent-report-namespace=" + o.Namespace,
 				}, o.Args...))
 				return nil
 			}

@@ -32,7 +32,10 @@ func TestEqualIgnoringServerFields(t *testing.T) {
 	}{
 		{"identical", func(*DownstreamCopy) {}, true},
 		{"server fields only", func(r *DownstreamCopy) { r.UID, r.ResourceVersion, r.CreationTimestamp = "u2", "8", later }, true},
-		{"same instant, other location", func(r *DownstreamCopy) { l := metav1.NewTime(at.In(time.FixedZone("x", 3600))); r.Status.LastSyncTime = &l }, true},
+		{"same instant, other location", func(r *DownstreamCopy) {
+			l := metav1.NewTime(at.In(time.FixedZone("x", 3600)))
+			r.Status.LastSyncTime = &l
+		}, true},
 		{"nil and empty labels", func(r *DownstreamCopy) { r.Labels = map[string]string{"a": "b"}; r.Annotations = map[string]string{} }, true},
 		{"name", func(r *DownstreamCopy) { r.Name = "other" }, false},
 		{"namespace", func(r *DownstreamCopy) { r.Namespace = "other" }, false},
@@ -49,7 +52,9 @@ func TestEqualIgnoringServerFields(t *testing.T) {
 		{"last sync time nil", func(r *DownstreamCopy) { r.Status.LastSyncTime = nil }, false},
 		{"condition status", func(r *DownstreamCopy) { r.Status.Conditions[0].Status = metav1.ConditionFalse }, false},
 		{"condition time", func(r *DownstreamCopy) { r.Status.Conditions[0].LastTransitionTime = later }, false},
-		{"condition added", func(r *DownstreamCopy) { r.Status.Conditions = append(r.Status.Conditions, metav1.Condition{Type: "X"}) }, false},
+		{"condition added", func(r *DownstreamCopy) {
+			r.Status.Conditions = append(r.Status.Conditions, metav1.Condition{Type: "X"})
+		}, false},
 		{"kind", func(r *DownstreamCopy) { r.Kind = "DownstreamCopy" }, false},
 		// Fields rows never use: never equal, even when the same on both.
 		{"owner reference", func(r *DownstreamCopy) { r.OwnerReferences = []metav1.OwnerReference{{UID: types.UID("x")}} }, false},

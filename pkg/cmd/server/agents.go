@@ -1,9 +1,20 @@
 package server
 
 import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
+	"github.com/courier-dev/courier/pkg/agentreport"
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 )
@@ -25,5 +36,102 @@ func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID 
 		Sources:    downstreamcopy.ClientSources{Client: v.upstream.CoreV1()},
 		Agents:     agents,
 		UpstreamID: upstreamID,
+		Reports:    v.reports,
 	}, nil
+}
+
+// newReports sets up the store of the agents' reports: an informer of the
+// report ConfigMaps in namespace only, and a report change re-overlays
+// that Cluster's rows. A Cluster that is deleted or stops being pulled has
+// its report deleted (by every replica that sees it; a 404 is fine), so
+// the reports are bounded by the pulled Clusters.
+func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, namespace string) error {
+	v.reportInformer = agentreport.NewInformer(kube, namespace, informerResync)
+	// Reports are written with a client of their own, so that heartbeats
+	// (about one write per pulled Cluster and report interval: 33/s for
+	// 1,000 agents at 30s) never wait behind source reads in Courier's
+	// 50/s budget, nor hold them up.
+	rc := rest.CopyConfig(config)
+	rc.QPS, rc.Burst = reportQPS, reportBurst
+	writer, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	v.reports, err = agentreport.New(agentreport.Options{
+		Namespace: namespace,
+		Client:    writer.CoreV1(),
+		Informer:  v.reportInformer,
+		Rows:      agentauth.StoreRows{Store: v.downstreamCopies},
+		OnChange: func(c types.NamespacedName) {
+			if v.controller != nil {
+				v.controller.ReportChanged(c)
+			}
+		},
+		Linger: agentreport.DefaultLinger,
+	})
+	if err != nil {
+		return err
+	}
+	clusters := v.fleetInformers.Fleet().V1alpha1().Clusters().Informer()
+	_, err = clusters.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*fleetv1alpha1.Cluster)
+			n, _ := obj.(*fleetv1alpha1.Cluster)
+			if o != nil && n != nil && o.Annotations[courier.AnnotationAgentUser] != "" && n.Annotations[courier.AnnotationAgentUser] == "" {
+				v.forgetReport(types.NamespacedName{Namespace: n.Namespace, Name: n.Name})
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if c, ok := obj.(*fleetv1alpha1.Cluster); ok {
+				v.forgetReport(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
+			}
+		},
+	})
+	return err
+}
+
+// The report writers' own request limits (see newReports).
+const (
+	reportQPS   = 100
+	reportBurst = 200
+)
+
+// forgetReport deletes a Cluster's report, if it has one.
+func (v *views) forgetReport(c types.NamespacedName) {
+	if _, ok := v.reports.Report(c); !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := v.reports.Delete(ctx, c); err != nil {
+			klog.Background().Error(err, "Deleting the agent report of a Cluster that is gone or no longer pulled failed", "cluster", c)
+		}
+	}()
+}
+
+// sweepReports deletes, once the caches have synced, the reports of
+// Clusters that went (or stopped being pulled) while no replica ran.
+func (v *views) sweepReports(ctx context.Context) {
+	clusters := v.fleetInformers.Fleet().V1alpha1().Clusters()
+	if !cache.WaitForNamedCacheSync("agent-reports", ctx.Done(), v.reportInformer.HasSynced, clusters.Informer().HasSynced) {
+		return
+	}
+	for _, c := range v.reports.Clusters() {
+		cl, err := clusters.Lister().Clusters(c.Namespace).Get(c.Name)
+		if err == nil && cl.Annotations[courier.AnnotationAgentUser] != "" {
+			continue
+		}
+		// A fresh heartbeat means the Cluster's agent was let in moments
+		// ago: the Cluster is newer than this replica's cache, not gone.
+		if r, ok := v.reports.Report(c); !ok || time.Now().Before(r.Deadline()) {
+			continue
+		}
+		if err := v.reports.Delete(ctx, c); err != nil {
+			klog.FromContext(ctx).Error(err, "Deleting the agent report of a Cluster that is gone or no longer pulled failed", "cluster", c)
+		}
+	}
 }

@@ -60,6 +60,10 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
+	// AgentReportNamespace holds the courier-agents' reports, one
+	// ConfigMap per pulled Cluster (pkg/agentreport): Courier's own
+	// namespace, where a Role lets it write ConfigMaps.
+	AgentReportNamespace string
 	// LeaderElection decides which replica writes: all serve the API and
 	// observe, the holder of the Lease writes.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
@@ -85,6 +89,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
 		CopyWorkers:              engine.DefaultWorkers,
 		AgentNamespace:           "cattle-fleet-system",
+		AgentReportNamespace:     "courier-system",
 		LeaderElection:           defaultLeaderElection(),
 		StdOut:                   out,
 		StdErr:                   errOut,
@@ -106,6 +111,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Identifies the upstream cluster in the owner label and courier.dev/upstream annotation of every copy. Default: the UID of the upstream's kube-system namespace.")
 	courier.StringVar(&o.AgentNamespace, "agent-namespace", o.AgentNamespace,
 		"Namespace of downstream clusters where HelmOps' ServiceAccounts (and the fallback ServiceAccount fleet-default) are looked up; copies are written as those ServiceAccounts.")
+	courier.StringVar(&o.AgentReportNamespace, "agent-report-namespace", o.AgentReportNamespace,
+		"Namespace of the upstream cluster where Courier keeps what each pulled Cluster's courier-agent reports (ConfigMaps courier-agent-report.<namespace>.<cluster>, labelled courier.dev/agent-report=true). Courier's own namespace: it needs to create and update ConfigMaps there.")
 	courier.BoolVar(&o.RequireServiceAccount, "require-service-account", o.RequireServiceAccount,
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
@@ -137,6 +144,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	errs = append(errs, o.ComponentGlobalsRegistry.Validate()...)
 	errs = append(errs, o.FieldCopy.validate()...)
+	if o.AgentReportNamespace == "" {
+		errs = append(errs, fmt.Errorf("--agent-report-namespace must name a namespace"))
+	}
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}

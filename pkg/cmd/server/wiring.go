@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
+	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
@@ -31,6 +32,7 @@ import (
 	"github.com/courier-dev/courier/pkg/fieldcopy"
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
+	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -72,6 +74,9 @@ type views struct {
 	// agents indexes the Fleet Clusters by courier.dev/agent-user, for
 	// pull delivery (agents.go).
 	agents *agentauth.ClusterIndex
+	// reports keeps the agents' reports, read through reportInformer.
+	reports        *agentreport.Store
+	reportInformer cache.SharedIndexInformer
 }
 
 func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
@@ -91,7 +96,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		fleetInformers:    fleetinformers.NewSharedInformerFactory(fleetClient, informerResync),
 		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
 		events:            record.NewBroadcaster(),
-		downstreamCopies:  memstore.New[*courier.DownstreamCopy](),
+		downstreamCopies:  memstore.New[*courier.DownstreamCopy](downstreamcopy.WatchIndex()),
 		fieldCopies:       memstore.New[*courier.FieldCopy](),
 		upstream:          kube,
 	}
@@ -142,6 +147,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	v.engine = eng
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 
+	if err := v.newReports(config, kube, o.AgentReportNamespace); err != nil {
+		return nil, err
+	}
 	inputs := copyview.Inputs{
 		HelmOps:        fleet.HelmOps().Lister(),
 		Clusters:       fleet.Clusters().Lister(),
@@ -149,6 +157,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		Secrets:        secrets.Lister(),
 		ConfigMaps:     configMaps.Lister(),
 		AgentNamespace: o.AgentNamespace,
+		Reports:        v.reports,
 	}
 	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng, copyview.Informers{
 		HelmOps:       fleet.HelmOps().Informer(),
@@ -177,6 +186,8 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
+	go v.reportInformer.Run(ctx.Done())
+	go v.sweepReports(klog.NewContext(ctx, klog.Background().WithName("agent-reports")))
 	startFieldCopies(ctx, v.fieldCopy)
 	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
 }

@@ -140,7 +140,16 @@ func (r *Resource[T]) Watch(ctx context.Context, options *metainternalversion.Li
 	if err != nil {
 		return nil, err
 	}
-	return r.store.Watch(ctx, genericapirequest.NamespaceValue(ctx), match, options, r.spec.New)
+	ns := genericapirequest.NamespaceValue(ctx)
+	// A watch whose field selector pins the store's index field (every
+	// courier-agent's, spec.cluster=<its Cluster>) is filed under that
+	// value: a change of another value's objects costs it nothing.
+	if f := r.store.WatchIndexField(); f != "" && options != nil && options.FieldSelector != nil {
+		if v, ok := options.FieldSelector.RequiresExactMatch(f); ok {
+			return r.store.WatchIndexed(ctx, ns, v, match, options, r.spec.New)
+		}
+	}
+	return r.store.Watch(ctx, ns, match, options, r.spec.New)
 }
 
 // Predicate returns the function that decides whether an object is selected

@@ -57,6 +57,9 @@ type config struct {
 	snapshotTTL time.Duration
 	initialRV   uint64
 	now         func() time.Time
+	// indexField and indexOf index watchers (see WithWatchIndex).
+	indexField string
+	indexOf    func(any) string
 }
 
 // WithHistorySize fixes at n (at least 0) how many recent events are kept
@@ -98,6 +101,23 @@ func WithClock(now func() time.Time) Option {
 		if now != nil {
 			c.now = now
 		}
+	}
+}
+
+// WithWatchIndex indexes watchers by one field of the objects, as the
+// kube-apiserver's watch cache indexes its watchers by the field a
+// selector pins (its "triggers"): a watch started with WatchIndexed(value)
+// is only handed the events of objects whose field is value, before or
+// after the change, so an event costs nothing for the watchers of other
+// values -- not even evaluating their selectors. field names the field
+// (e.g. "spec.cluster") for the REST layer; valueOf reads it.
+//
+// Use it for a field that many watchers pin, each to one value: every
+// courier-agent watches its own Cluster's rows.
+func WithWatchIndex[T Object](field string, valueOf func(T) string) Option {
+	return func(c *config) {
+		c.indexField = field
+		c.indexOf = func(o any) string { return valueOf(o.(T)) }
 	}
 }
 
@@ -167,10 +187,15 @@ type Store[T Object] struct {
 	// history is a ring of the last hlen events, oldest at hstart; it grows
 	// up to historyLimitLocked. Every event bumps rv by one, so the events
 	// held have the consecutive resource versions rv-hlen+1 .. rv.
-	history  []event[T]
-	hstart   int
-	hlen     int
-	watchers map[*watcher[T]]struct{}
+	history []event[T]
+	hstart  int
+	hlen    int
+	// watchers are the watchers that are not indexed; indexed holds the
+	// others by the value of the index field they pinned.
+	watchers   map[*watcher[T]]struct{}
+	indexed    map[string]map[*watcher[T]]struct{}
+	indexField string
+	indexOf    func(any) string
 
 	// order holds the keys of objs, sorted, as of the last snapshot;
 	// orderAdds, orderDels and orderRebuild say what changed since (see
@@ -210,6 +235,9 @@ func New[T Object](opts ...Option) *Store[T] {
 		rv:          c.initialRV,
 		objs:        map[Key]T{},
 		watchers:    map[*watcher[T]]struct{}{},
+		indexed:     map[string]map[*watcher[T]]struct{}{},
+		indexField:  c.indexField,
+		indexOf:     c.indexOf,
 
 		maxSnapshots: c.snapshots,
 		snapshotTTL:  c.snapshotTTL,

@@ -48,6 +48,25 @@ import (
 // saw. The watch ends, and its result channel is closed, on Stop or when ctx
 // is done.
 func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bool, opts *metainternalversion.ListOptions, newEmpty func() T) (watch.Interface, error) {
+	return s.watch(ctx, namespace, nil, match, opts, newEmpty)
+}
+
+// WatchIndexField is the field watchers are indexed by (WithWatchIndex),
+// or "" when they are not.
+func (s *Store[T]) WatchIndexField() string { return s.indexField }
+
+// WatchIndexed is Watch for a watch whose match can only select objects
+// whose index field (WatchIndexField) equals value: the caller's selector
+// requires it. The watcher is then handed only the events of such objects
+// (see WithWatchIndex). On a store without an index it is Watch.
+func (s *Store[T]) WatchIndexed(ctx context.Context, namespace, value string, match func(T) bool, opts *metainternalversion.ListOptions, newEmpty func() T) (watch.Interface, error) {
+	if s.indexOf == nil {
+		return s.watch(ctx, namespace, nil, match, opts, newEmpty)
+	}
+	return s.watch(ctx, namespace, &value, match, opts, newEmpty)
+}
+
+func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, match func(T) bool, opts *metainternalversion.ListOptions, newEmpty func() T) (watch.Interface, error) {
 	if opts == nil {
 		opts = &metainternalversion.ListOptions{}
 	}
@@ -68,6 +87,7 @@ func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bo
 	w := &watcher[T]{
 		store:     s,
 		namespace: namespace,
+		index:     index,
 		match:     match,
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
@@ -123,28 +143,80 @@ func (s *Store[T]) Watch(ctx context.Context, namespace string, match func(T) bo
 	for _, p := range pre {
 		w.put(p)
 	}
-	s.watchers[w] = struct{}{}
+	s.addWatcherLocked(w)
 	go w.run(ctx.Done())
 	return w, nil
 }
 
 // emitLocked records e in the history and hands it to every watcher that is
-// interested, closing those that have fallen too far behind.
+// interested, closing those that have fallen too far behind. Indexed
+// watchers are looked at only under the index values of the object before
+// and after the change: a watcher pinned to another value could match
+// neither.
 func (s *Store[T]) emitLocked(e event[T]) {
 	s.recordLocked(e)
 	limit := s.watchLimitLocked()
 	for w := range s.watchers {
-		p, ok := w.convert(e)
-		if !ok {
-			continue
+		s.deliverLocked(w, e, limit)
+	}
+	if len(s.indexed) == 0 {
+		return
+	}
+	var cur, prev string
+	if e.typ != watch.Deleted {
+		cur = s.indexOf(e.obj)
+		for w := range s.indexed[cur] {
+			s.deliverLocked(w, e, limit)
 		}
-		if !w.offer(p, limit) {
-			// Close it rather than block everybody, grow without bound or
-			// silently lose the event. Its client watches again from the
-			// last resource version it saw.
-			klog.V(2).InfoS("Closing a watch that does not keep up", "namespace", w.namespace, "resourceVersion", s.rv, "waiting", w.initial+limit)
-			delete(s.watchers, w)
-			w.finish()
+	}
+	if e.typ != watch.Added {
+		if prev = s.indexOf(e.prev); e.typ == watch.Deleted || prev != cur {
+			for w := range s.indexed[prev] {
+				s.deliverLocked(w, e, limit)
+			}
+		}
+	}
+}
+
+// deliverLocked hands e to w if w is interested, and closes w when too
+// much already waits for it.
+func (s *Store[T]) deliverLocked(w *watcher[T], e event[T], limit int) {
+	p, ok := w.convert(e)
+	if !ok {
+		return
+	}
+	if !w.offer(p, limit) {
+		// Close it rather than block everybody, grow without bound or
+		// silently lose the event. Its client watches again from the
+		// last resource version it saw.
+		klog.V(2).InfoS("Closing a watch that does not keep up", "namespace", w.namespace, "resourceVersion", s.rv, "waiting", w.initial+limit)
+		s.removeWatcherLocked(w)
+		w.finish()
+	}
+}
+
+func (s *Store[T]) addWatcherLocked(w *watcher[T]) {
+	if w.index == nil {
+		s.watchers[w] = struct{}{}
+		return
+	}
+	m := s.indexed[*w.index]
+	if m == nil {
+		m = map[*watcher[T]]struct{}{}
+		s.indexed[*w.index] = m
+	}
+	m[w] = struct{}{}
+}
+
+func (s *Store[T]) removeWatcherLocked(w *watcher[T]) {
+	if w.index == nil {
+		delete(s.watchers, w)
+		return
+	}
+	if m := s.indexed[*w.index]; m != nil {
+		delete(m, w)
+		if len(m) == 0 {
+			delete(s.indexed, *w.index)
 		}
 	}
 }
@@ -182,7 +254,9 @@ func (p pendingEvent[T]) event() watch.Event {
 type watcher[T Object] struct {
 	store     *Store[T]
 	namespace string
-	match     func(T) bool
+	// index, when set, is the index value the watcher is filed under.
+	index *string
+	match func(T) bool
 	// initial is the number of initial events, which do not count against
 	// the store's watch limit.
 	initial int
@@ -213,7 +287,7 @@ func (w *watcher[T]) ResultChan() <-chan watch.Event { return w.result }
 // harmless.
 func (w *watcher[T]) Stop() {
 	w.store.mu.Lock()
-	delete(w.store.watchers, w)
+	w.store.removeWatcherLocked(w)
 	w.store.mu.Unlock()
 	w.stop.Do(func() { close(w.done) })
 }
@@ -352,4 +426,12 @@ func (w *watcher[T]) convert(e event[T]) (pendingEvent[T], bool) {
 		return pendingEvent[T]{typ: watch.Deleted, obj: e.prev, deletedRV: e.rv}, true
 	}
 	return pendingEvent[T]{}, false
+}
+
+// IndexedWatchers returns how many watchers are filed under an index
+// value: what a REST layer's tests check to know that a watch was indexed.
+func (s *Store[T]) IndexedWatchers(value string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.indexed[value])
 }

@@ -35,7 +35,7 @@ const (
 const ConditionReady = "Ready"
 
 // +genclient
-// +genclient:readonly
+// +genclient:onlyVerbs=get,list,watch,updateStatus
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // DownstreamCopy is the status of one resource listed in a HelmOp's

@@ -507,3 +507,42 @@ func TestSelectableFields(t *testing.T) {
 		t.Errorf("selectable fields %v, scheme field labels %v", got, want)
 	}
 }
+
+// TestWatchPinningClusterIsIndexed: a watch whose field selector requires
+// spec.cluster=<value> (every agent's) is filed under that value, and a
+// watch that only excludes a Cluster, or pins nothing, is not.
+func TestWatchPinningClusterIsIndexed(t *testing.T) {
+	store := memstore.New[*courier.DownstreamCopy](WatchIndex())
+	store.Replace([]*courier.DownstreamCopy{
+		row("fleet-default", "app.c1.secret.s1", "app", "c1", "Secret", "s1", courier.CopyPhaseSynced, nil),
+		row("fleet-default", "app.c2.secret.s1", "app", "c2", "Secret", "s1", courier.CopyPhaseSynced, nil),
+	})
+	r := NewREST(store)
+	ctx, cancel := context.WithCancel(ctxIn("fleet-default"))
+	defer cancel()
+	for _, tc := range []struct {
+		selector string
+		filed    map[string]int
+	}{
+		{"spec.cluster=c1", map[string]int{"c1": 1}},
+		{"status.phase=Synced,spec.cluster==c2", map[string]int{"c1": 1, "c2": 1}},
+		{"spec.cluster!=c1", map[string]int{"c1": 1, "c2": 1}},
+		{"status.phase=Synced", map[string]int{"c1": 1, "c2": 1}},
+	} {
+		w, err := r.Watch(ctx, fieldOpts(t, tc.selector))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		for c, n := range tc.filed {
+			if got := store.IndexedWatchers(c); got != n {
+				t.Errorf("after a watch with %q: %d watchers filed under %s, want %d", tc.selector, got, c, n)
+			}
+		}
+		if tc.selector == "spec.cluster=c1" {
+			if e := <-w.ResultChan(); e.Object.(*courier.DownstreamCopy).Spec.Cluster != "c1" {
+				t.Errorf("the indexed watch's initial event: %+v", e.Object)
+			}
+		}
+	}
+}

@@ -36,6 +36,8 @@ type DownstreamCopiesGetter interface {
 
 // DownstreamCopyInterface has methods to work with DownstreamCopy resources.
 type DownstreamCopyInterface interface {
+	// Add a +genclient:noStatus comment above the type to avoid generating UpdateStatus().
+	UpdateStatus(ctx context.Context, downstreamCopy *courierv1alpha1.DownstreamCopy, opts v1.UpdateOptions) (*courierv1alpha1.DownstreamCopy, error)
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*courierv1alpha1.DownstreamCopy, error)
 	List(ctx context.Context, opts v1.ListOptions) (*courierv1alpha1.DownstreamCopyList, error)
 	Watch(ctx context.Context, opts v1.ListOptions) (watch.Interface, error)

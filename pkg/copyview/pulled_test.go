@@ -1,0 +1,176 @@
+package copyview
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/courier-dev/courier/pkg/agentreport"
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// fakeReports holds reports the test sets.
+type fakeReports struct {
+	mu      sync.Mutex
+	reports map[types.NamespacedName]*agentreport.Report
+}
+
+func (f *fakeReports) Report(c types.NamespacedName) (*agentreport.Report, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.reports[c]
+	return r, ok
+}
+
+func (f *fakeReports) HasSynced() bool { return true }
+
+func (f *fakeReports) set(c types.NamespacedName, heard time.Time, interval time.Duration, rows map[string]agentreport.Entry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports[c] = &agentreport.Report{Cluster: c, Rows: rows,
+		Heartbeat: agentreport.Heartbeat{LastHeard: metav1.NewMicroTime(heard), Interval: metav1.Duration{Duration: interval}}}
+}
+
+var pulledC1 = types.NamespacedName{Namespace: "fleet-default", Name: "c1"}
+
+// newPulledFixture is the controller over workspace objects where c1 is
+// pulled by agent-c1 and c2 pushed, with a fake clock and fake reports.
+func newPulledFixture(t *testing.T) (*fixture, *fakeReports, *clocktesting.FakeClock) {
+	t.Helper()
+	c1 := cluster("c1", nil)
+	c1.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-c1"}
+	objs := []any{
+		helmOp("app", listing("Secret/creds", "Secret/absent", "Deployment/web")),
+		c1, cluster("c2", nil), defaultGroup, source("Secret", "creds", "7"),
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	reports := &fakeReports{reports: map[types.NamespacedName]*agentreport.Report{}}
+	f := &fixture{t: t, caches: newCaches(t, objs...), engine: newFakeEngine(),
+		store: memstore.New[*courier.DownstreamCopy](memstore.WithInitialResourceVersion(1000))}
+	_, f.ctx = ktesting.NewTestContext(t)
+	// The engine's record of a pulled Cluster's row must not show.
+	f.engine.setStatus("fleet-default/app.c1.secret.creds", EngineStatus{Phase: courier.CopyPhaseForbidden, Message: "from the engine"})
+	f.engine.setStatus("fleet-default/app.c2.secret.creds", EngineStatus{Phase: courier.CopyPhaseConflict, Message: "from the engine"})
+	in := f.caches.inputs()
+	in.Reports = reports
+	f.c = newController(in, f.store, f.engine, f.caches.helmOps)
+	f.c.clock, f.c.now = clk, clk.Now
+	if err := f.c.queueAll(); err != nil {
+		t.Fatal(err)
+	}
+	f.drain()
+	f.engine.takeCalls()
+	return f, reports, clk
+}
+
+func wantPhase(t *testing.T, f *fixture, row string, phase courier.CopyPhase, msg string) *courier.DownstreamCopy {
+	t.Helper()
+	r := f.row(row)
+	if r.Status.Phase != phase || !strings.Contains(r.Status.Message, msg) {
+		t.Errorf("%s: %s %q, want %s containing %q", row, r.Status.Phase, r.Status.Message, phase, msg)
+	}
+	return r
+}
+
+func TestPulledRowsShowTheAgentsReport(t *testing.T) {
+	f, reports, clk := newPulledFixture(t)
+	const creds = "app.c1.secret.creds"
+	wantPhase(t, f, creds, courier.CopyPhasePending, "waiting for the courier-agent agent-c1 of Cluster fleet-default/c1 to report")
+	wantPhase(t, f, "app.c1.secret.absent", courier.CopyPhaseSourceMissing, "")
+	wantPhase(t, f, "app.c1.deployment.web", courier.CopyPhaseInvalid, "")
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhaseConflict, "from the engine")
+
+	synced := metav1.NewTime(clk.Now())
+	heard := clk.Now()
+	reports.set(pulledC1, heard, 2*time.Second, map[string]agentreport.Entry{
+		creds:                   {Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &synced},
+		"app.c1.secret.absent":  {Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "3"},
+		"app.c1.deployment.web": {Phase: courier.CopyPhaseSynced},
+	})
+	rv := f.rv()
+	f.c.ReportChanged(pulledC1)
+	f.drain()
+	r := wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")
+	if r.Status.SyncedResourceVersion != "7" || r.Status.LastSyncTime == nil || !r.Status.LastSyncTime.Equal(&synced) {
+		t.Errorf("synced RV %q, last sync %v", r.Status.SyncedResourceVersion, r.Status.LastSyncTime)
+	}
+	// The view's own phases keep precedence over a report.
+	wantPhase(t, f, "app.c1.secret.absent", courier.CopyPhaseSourceMissing, "the copy made from resourceVersion 3 stays")
+	wantPhase(t, f, "app.c1.deployment.web", courier.CopyPhaseInvalid, "")
+	if calls := f.engine.takeCalls(); len(calls) != 0 {
+		t.Errorf("a report recomputed the HelmOp: %v", calls)
+	}
+	if got := f.rv() - rv; got != 2 { // creds and absent; c2's rows untouched
+		t.Errorf("a report wrote %d rows, want 2", got)
+	}
+
+	// Nothing for just under three intervals: still fresh, nothing queued.
+	clk.Step(6*time.Second - time.Millisecond)
+	if f.c.queue.Len() != 0 {
+		t.Fatal("the deadline fired early")
+	}
+	wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")
+
+	clk.Step(time.Millisecond)
+	if f.c.queue.Len() != 1 {
+		t.Fatal("the deadline did not queue the Cluster's HelmOp")
+	}
+	f.drain()
+	r = wantPhase(t, f, creds, courier.CopyPhaseUnreachable,
+		"the courier-agent agent-c1 of Cluster fleet-default/c1 was last heard at 2026-11-30T12:00:00Z and reports every 2s")
+	if r.Status.SyncedResourceVersion != "7" {
+		t.Errorf("an Unreachable row forgot its synced RV: %q", r.Status.SyncedResourceVersion)
+	}
+	wantPhase(t, f, "app.c1.deployment.web", courier.CopyPhaseInvalid, "")
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhaseConflict, "from the engine")
+
+	// The agent is back.
+	reports.set(pulledC1, clk.Now(), 2*time.Second, map[string]agentreport.Entry{creds: {Phase: courier.CopyPhaseSynced, Message: "again"}})
+	f.c.ReportChanged(pulledC1)
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhaseSynced, "again")
+	wantPhase(t, f, "app.c1.secret.absent", courier.CopyPhaseSourceMissing, "")
+	clk.Step(6 * time.Second)
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhaseUnreachable, "last heard at 2026-11-30T12:00:06Z")
+}
+
+func TestPulledRowWithoutEntryWaits(t *testing.T) {
+	f, reports, clk := newPulledFixture(t)
+	reports.set(pulledC1, clk.Now(), 30*time.Second, map[string]agentreport.Entry{})
+	f.c.ReportChanged(pulledC1)
+	f.drain()
+	wantPhase(t, f, "app.c1.secret.creds", courier.CopyPhasePending, "waiting for the courier-agent agent-c1")
+	clk.Step(90 * time.Second)
+	f.drain()
+	wantPhase(t, f, "app.c1.secret.creds", courier.CopyPhaseUnreachable, "was last heard at")
+}
+
+func TestClusterTurningPulledIsRecomputed(t *testing.T) {
+	f, _, _ := newPulledFixture(t)
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhaseConflict, "from the engine")
+	old := cluster("c2", nil)
+	pulled := old.DeepCopy()
+	pulled.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-c2"}
+	f.c.started.Store(true)
+	f.update(old, pulled)
+	f.drain()
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhasePending, "waiting for the courier-agent agent-c2")
+}
+
+// A report for a Cluster with no rows, or for rows that went, costs
+// nothing and fails nothing.
+func TestReportOfClusterWithoutRows(t *testing.T) {
+	f, _, _ := newPulledFixture(t)
+	f.c.ReportChanged(types.NamespacedName{Namespace: "fleet-default", Name: "nowhere"})
+	if f.c.queue.Len() != 0 {
+		t.Error("a report of a Cluster without rows queued work")
+	}
+}

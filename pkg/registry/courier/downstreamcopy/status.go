@@ -1,0 +1,108 @@
+package downstreamcopy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/courier-dev/courier/pkg/agentreport"
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// Reporter keeps what agents report (agentreport.Store).
+type Reporter interface {
+	Record(ctx context.Context, cluster types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error
+}
+
+var _ Reporter = &agentreport.Store{}
+
+// StatusREST serves downstreamcopies/<row>/status, update only (DESIGN
+// §9): the courier-agent of a pulled Cluster reports each row's outcome
+// there, and its report carries the heartbeat that keeps the Cluster's
+// rows from turning Unreachable.
+//
+// Only the agent of the row's Cluster may update it; anyone else, a
+// cluster-admin included, gets 403: a row's status is what Courier or the
+// agent observed, not something users set. Courier's authorizer already
+// refuses everyone else; the storage checks again, as the payload does.
+//
+// Only the status fields phase, message, syncedResourceVersion and
+// lastSyncTime, and the annotation courier.dev/report-interval, are read
+// from the request (agentreport.FromStatusUpdate); the rest of the object,
+// resourceVersion included, is ignored: the agent is the row status's only
+// writer, and the last report wins. There is no get (and so no patch): the
+// row itself is read from downstreamcopies.
+type StatusREST struct {
+	rows    *memstore.Store[*courier.DownstreamCopy]
+	agents  AgentChecker
+	reports Reporter
+}
+
+var (
+	_ rest.Storage = &StatusREST{}
+	_ rest.Updater = &StatusREST{}
+)
+
+// NewStatusREST returns the status subresource over the rows in store.
+func NewStatusREST(store *memstore.Store[*courier.DownstreamCopy], agents AgentChecker, reports Reporter) *StatusREST {
+	return &StatusREST{rows: store, agents: agents, reports: reports}
+}
+
+// New implements rest.Storage.
+func (r *StatusREST) New() runtime.Object { return &courier.DownstreamCopy{} }
+
+// Destroy implements rest.Storage.
+func (r *StatusREST) Destroy() {}
+
+// Update implements rest.Updater: it records the agent's report and
+// returns the row with the reported status. The row as listed shows it
+// once every replica's view has read the report, within moments; a
+// phase the view computes itself (Invalid, SourceMissing) keeps
+// precedence there.
+func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc,
+	_ rest.ValidateObjectUpdateFunc, _ bool, _ *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	row, ok := r.rows.Get(ns, name)
+	if !ok {
+		return nil, false, apierrors.NewNotFound(payloadResource, name)
+	}
+	cluster := types.NamespacedName{Namespace: ns, Name: row.Spec.Cluster}
+	u, _ := genericapirequest.UserFrom(ctx)
+	if r.agents == nil || !r.agents.IsAgentOf(u, ns, row.Spec.Cluster) {
+		return nil, false, apierrors.NewForbidden(courier.Resource("downstreamcopies/status"), name, fmt.Errorf(
+			"the status of a row is reported only by the courier-agent of its Cluster %s", cluster))
+	}
+	obj, err := objInfo.UpdatedObject(ctx, row)
+	if err != nil {
+		return nil, false, err
+	}
+	in, ok := obj.(*courier.DownstreamCopy)
+	if !ok {
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not a DownstreamCopy: %T", obj))
+	}
+	entry, interval, errs := agentreport.FromStatusUpdate(in)
+	if len(errs) > 0 {
+		return nil, false, apierrors.NewInvalid(courier.Kind("DownstreamCopy"), name, errs)
+	}
+	if err := r.reports.Record(ctx, cluster, name, entry, interval); err != nil {
+		if _, isAPI := err.(apierrors.APIStatus); isAPI {
+			return nil, false, err
+		}
+		return nil, false, apierrors.NewInternalError(fmt.Errorf("keeping the report of Cluster %s: %w", cluster, err))
+	}
+	row.Status = courier.DownstreamCopyStatus{
+		Phase:                 entry.Phase,
+		Message:               entry.Message,
+		SyncedResourceVersion: entry.SyncedResourceVersion,
+		LastSyncTime:          entry.LastSyncTime,
+	}
+	return row, false, nil
+}

@@ -1,0 +1,151 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+)
+
+var byCluster = WithWatchIndex("spec.cluster", func(o *dcp) string { return o.Spec.Cluster })
+
+func onCluster(c string) func(*dcp) { return func(o *dcp) { o.Spec.Cluster = c } }
+
+// clusterWatchers starts n watchers, the i-th pinned to Cluster c<i> (as
+// the REST layer files a watch whose selector requires spec.cluster=c<i>),
+// each counting how often its selector is evaluated.
+func clusterWatchers(t testing.TB, s *Store[*dcp], n int, indexed bool) ([]watch.Interface, *atomic.Int64) {
+	t.Helper()
+	var evaluated atomic.Int64
+	ws := make([]watch.Interface, n)
+	for i := range n {
+		c := fmt.Sprintf("c%d", i)
+		match := func(o *dcp) bool { evaluated.Add(1); return o.Spec.Cluster == c }
+		opts := &metainternalversion.ListOptions{SendInitialEvents: ptr.To(false)}
+		var err error
+		if indexed {
+			ws[i], err = s.WatchIndexed(context.Background(), "ns", c, match, opts, newDCP)
+		} else {
+			ws[i], err = s.Watch(context.Background(), "ns", match, opts, newDCP)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ws[i].Stop)
+	}
+	return ws, &evaluated
+}
+
+// waitingIn returns what waits in w's channel, without waiting.
+func waitingIn(w watch.Interface) []string {
+	var out []string
+	for {
+		select {
+		case e := <-w.ResultChan():
+			o := e.Object.(*dcp)
+			out = append(out, fmt.Sprintf("%s %s %s", e.Type, o.Name, o.Spec.Cluster))
+		default:
+			return out
+		}
+	}
+}
+
+// TestIndexedWatchersSeeOnlyTheirValue: 500 agents' watches, one per
+// Cluster; a change of one Cluster's row reaches that Cluster's watcher
+// alone, and no other watcher's selector is even evaluated. The positive
+// control is the matching watcher, which does get each event.
+func TestIndexedWatchersSeeOnlyTheirValue(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	ws, evaluated := clusterWatchers(t, s, 500, true)
+
+	s.Upsert(obj("ns", "app.c7.secret.a", courier.CopyPhasePending, onCluster("c7")))
+	s.Upsert(obj("ns", "app.c7.secret.a", courier.CopyPhaseSynced, onCluster("c7")))
+	for i, w := range ws {
+		got := waitingIn(w)
+		switch {
+		case i == 7 && fmt.Sprint(got) != "[ADDED app.c7.secret.a c7 MODIFIED app.c7.secret.a c7]":
+			t.Errorf("c7's watcher got %v", got)
+		case i != 7 && len(got) != 0:
+			t.Errorf("c%d's watcher got %v", i, got)
+		}
+	}
+	// Added: the new state; Modified: the new and the old state.
+	if n := evaluated.Load(); n != 3 {
+		t.Errorf("selectors evaluated %d times for two events, want 3 (c7's only)", n)
+	}
+
+	// A row that moves from one value to another leaves one watcher and
+	// joins the other.
+	s.Upsert(obj("ns", "app.c7.secret.a", courier.CopyPhaseSynced, onCluster("c8")))
+	if got := fmt.Sprint(waitingIn(ws[7]), waitingIn(ws[8])); got != "[DELETED app.c7.secret.a c7] [ADDED app.c7.secret.a c8]" {
+		t.Errorf("moved row: %s", got)
+	}
+	s.Delete(Key{Namespace: "ns", Name: "app.c7.secret.a"})
+	if got := fmt.Sprint(waitingIn(ws[7]), waitingIn(ws[8])); got != "[] [DELETED app.c7.secret.a c8]" {
+		t.Errorf("deleted row: %s", got)
+	}
+
+	// A stopped watcher leaves the index.
+	ws[9].Stop()
+	s.mu.Lock()
+	_, filed := s.indexed["c9"]
+	left := len(s.indexed)
+	s.mu.Unlock()
+	if filed || left != 499 {
+		t.Errorf("after Stop: c9 still filed %v, %d values indexed", filed, left)
+	}
+}
+
+// TestUnindexedWatchersStillSeeEverything: a watcher that pins nothing
+// (a user's kubectl get -w) is handed every event beside indexed ones,
+// and a store without an index treats WatchIndexed as Watch.
+func TestUnindexedWatchersStillSeeEverything(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	ws, _ := clusterWatchers(t, s, 3, true)
+	all, err := s.Watch(context.Background(), "", nil, &metainternalversion.ListOptions{SendInitialEvents: ptr.To(false)}, newDCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Stop()
+	s.Upsert(obj("ns", "a", courier.CopyPhasePending, onCluster("c1")), obj("ns", "b", courier.CopyPhasePending, onCluster("c2")))
+	if got := fmt.Sprint(waitingIn(all), waitingIn(ws[1]), waitingIn(ws[2]), waitingIn(ws[0])); got != "[ADDED a c1 ADDED b c2] [ADDED a c1] [ADDED b c2] []" {
+		t.Errorf("got %s", got)
+	}
+
+	plain, _ := newTestStore()
+	if plain.WatchIndexField() != "" {
+		t.Errorf("a store without an index has index field %q", plain.WatchIndexField())
+	}
+	pw, _ := clusterWatchers(t, plain, 2, true)
+	plain.Upsert(obj("ns", "a", courier.CopyPhasePending, onCluster("c1")))
+	if got := fmt.Sprint(waitingIn(pw[0]), waitingIn(pw[1])); got != "[] [ADDED a c1]" {
+		t.Errorf("without an index: %s", got)
+	}
+}
+
+// BenchmarkChangeWith500ClusterWatchers is one row change with 500
+// agents' watches, indexed (as served) and not: the cost per change of
+// the unindexed store grows with the watchers, the indexed one's not.
+func BenchmarkChangeWith500ClusterWatchers(b *testing.B) {
+	for _, indexed := range []bool{true, false} {
+		b.Run(fmt.Sprintf("indexed=%v", indexed), func(b *testing.B) {
+			s, _ := newTestStore(byCluster)
+			ws, evaluated := clusterWatchers(b, s, 500, indexed)
+			phases := []courier.CopyPhase{courier.CopyPhasePending, courier.CopyPhaseSynced}
+			evaluated.Store(0)
+			i := 0
+			for b.Loop() {
+				s.Upsert(obj("ns", "app.c7.secret.a", phases[i%2], onCluster("c7")))
+				<-ws[7].ResultChan()
+				i++
+			}
+			b.ReportMetric(float64(evaluated.Load())/float64(i), "selectors/change")
+		})
+	}
+}
