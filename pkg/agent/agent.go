@@ -123,12 +123,11 @@ func (c CompletedConfig) New() (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	restClient := c.requests.CourierV1alpha1().RESTClient()
 	return &Agent{
 		cfg:      c.completedConfig,
 		rows:     rc,
-		reader:   payload.NewReader(restClient),
-		reporter: report.New(restClient, c.ReportInterval, rc, nil),
+		reader:   payload.NewReader(c.requests.CourierV1alpha1().RESTClient()),
+		reporter: report.New(c.requests.CourierV1alpha1(), c.ReportInterval, rc, nil),
 	}, nil
 }
 

@@ -51,6 +51,9 @@ func TestPullCopies(t *testing.T) {
 		})
 	})
 	t.Run("drift repaired", func(t *testing.T) { pullDrift(t, dest, canary) })
+	// Before the Conflict below: an object Courier may not own is tried
+	// again on every pass, so with one nothing is "everything current".
+	t.Run("a restart with everything current writes nothing", func(t *testing.T) { pullRestart(t, agent, 2) })
 	t.Run("an unowned object is a Conflict and untouched", func(t *testing.T) { pullConflict(t, w, agent, app, dest) })
 	t.Run("an entry removed is pruned", func(t *testing.T) {
 		app.Spec.DownstreamResources = resources("Secret/db", "ConfigMap/foreign", "ConfigMap/beside")
@@ -59,7 +62,6 @@ func TestPullCopies(t *testing.T) {
 	})
 	t.Run("untargeted is removed", func(t *testing.T) { pullUntargeted(t, w) })
 	t.Run("a ServiceAccount without rights is Forbidden, then copies once granted", func(t *testing.T) { pullServiceAccount(t, w, agent) })
-	t.Run("a restart with everything current writes nothing", func(t *testing.T) { pullRestart(t, agent, 3) })
 	t.Run("HelmOp deleted is removed, keepResources kept", func(t *testing.T) { pullDeleted(t, w, dest) })
 	t.Run("the canary is nowhere but in the copy", func(t *testing.T) { pullCanary(t, w, agent, canary) })
 }

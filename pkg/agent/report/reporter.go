@@ -19,18 +19,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyview"
+	courierclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned/typed/courier/v1alpha1"
 )
 
 // AnnotationReportInterval, on a status report, is the agent's
 // --report-interval as a Go duration: Courier takes the agent for gone
 // after three of them without a report.
-const AnnotationReportInterval = "courier.dev/report-interval"
+const AnnotationReportInterval = courier.AnnotationReportInterval
 
 // Statuses is the engine's record of each row.
 type Statuses interface {
@@ -46,7 +47,7 @@ type Rows interface {
 
 // Reporter sends rows' statuses upstream.
 type Reporter struct {
-	client   rest.Interface
+	client   courierclient.DownstreamCopiesGetter
 	interval time.Duration
 	rows     Rows
 	statuses Statuses
@@ -60,9 +61,9 @@ type Reporter struct {
 	wake  chan struct{}
 }
 
-// New returns a Reporter that PUTs through client, the REST client of
-// courier.dev/v1alpha1, and beats every interval.
-func New(client rest.Interface, interval time.Duration, rows Rows, statuses Statuses) *Reporter {
+// New returns a Reporter that updates rows' status through client and
+// beats every interval.
+func New(client courierclient.DownstreamCopiesGetter, interval time.Duration, rows Rows, statuses Statuses) *Reporter {
 	return &Reporter{client: client, interval: interval, rows: rows, statuses: statuses, clock: clock.RealClock{},
 		minBackoff: time.Second, dirty: map[string]struct{}{}, wake: make(chan struct{}, 1)}
 }
@@ -192,9 +193,8 @@ func (r *Reporter) send(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	body := Body(row, st, r.interval)
-	return r.client.Put().Namespace(row.Namespace).Resource("downstreamcopies").Name(row.Name).SubResource("status").
-		Body(body).Do(ctx).Error()
+	_, err := r.client.DownstreamCopies(row.Namespace).UpdateStatus(ctx, Body(row, st, r.interval), metav1.UpdateOptions{})
+	return err
 }
 
 // Body is the report of one row: the row with the engine's status and the

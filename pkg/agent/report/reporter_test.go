@@ -106,7 +106,7 @@ func setup(t *testing.T) (*Reporter, *upstream, afterClock, fakeStatuses) {
 		ns + "/b": {Phase: courier.CopyPhaseForbidden, Message: "forbidden"},
 		// c has no status yet: nothing to report
 	}
-	r := New(c.CourierV1alpha1().RESTClient(), 30*time.Second, rows, nil)
+	r := New(c.CourierV1alpha1(), 30*time.Second, rows, nil)
 	r.SetStatuses(statuses)
 	clk := afterClock{clocktesting.NewFakeClock(time.Now()), make(chan time.Duration, 10)}
 	r.clock = clk
