@@ -161,7 +161,7 @@ func (s *scaleRun) list() {
 		t.Fatalf("listed %d ConfigMaps, want %d", got, res.items)
 	}
 	res.rowBytes, res.cmBytes = len(rows), len(cms)
-	res.rowMedian, res.cmMedian = percentile(res.rowTimes, 50), percentile(res.cmTimes, 50)
+	res.rowMedian, res.cmMedian = fleetsim.Percentile(res.rowTimes, 50), fleetsim.Percentile(res.cmTimes, 50)
 	s.listing = res
 	t.Logf("N=%d list of %d: rows %s (%d bytes), ConfigMaps %s (%d bytes)", l.n, res.items, res.rowMedian, res.rowBytes, res.cmMedian, res.cmBytes)
 }

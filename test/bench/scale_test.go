@@ -225,7 +225,7 @@ func (s *scaleRun) newHelmOp() {
 		t.Fatalf("the pool's first copies: %v", err)
 	}
 	s.create[sidePool] = lat
-	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, maxDuration(s.create[sideCourier]), maxDuration(lat))
+	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, fleetsim.MaxDuration(s.create[sideCourier]), fleetsim.MaxDuration(lat))
 }
 
 // rounds runs r rounds, each with four measurements in rotating order:
@@ -275,7 +275,7 @@ func (s *scaleRun) rounds(r int) {
 				s.poolCPU += mustCPU(t, s.pid) - c0
 			}
 			s.stat(st.side, st.kind).add(len(names)*l.n, lat)
-			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, maxDuration(lat).Round(time.Millisecond))
+			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, fleetsim.MaxDuration(lat).Round(time.Millisecond))
 		}
 	}
 }
@@ -311,14 +311,6 @@ func mustCPU(t *testing.T, pid int) time.Duration {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func maxDuration(d []time.Duration) time.Duration {
-	var m time.Duration
-	for _, x := range d {
-		m = max(m, x)
-	}
-	return m
 }
 
 // updateSources sets the round key of each named source in ns to value,

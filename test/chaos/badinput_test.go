@@ -122,7 +122,7 @@ func testBadInput(t *testing.T, f *fleetRun) {
 	t0 := f.change1(t, "control")
 	lat, err := f.w.Wait(f.keys1("control"), t0, f.budget())
 	results.add(t, "4 bad input", fmt.Sprintf("positive control: a source change reaches all %d Clusters of the fleet during the catalogue", f.n),
-		errOr(err, "last copy after "+ms(maxDuration(lat))), "all", err == nil)
+		errOr(err, "last copy after "+ms(fleetsim.MaxDuration(lat))), "all", err == nil)
 
 	quoted := 0
 	for _, c := range b.cases {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -71,7 +70,7 @@ func testDownstreamDown(t *testing.T, f *fleetRun) {
 		errOr(othersFailed, fmt.Sprintf("all %d", len(f.keys("storm", onOthers)))), "all, before it returns", othersFailed == nil)
 	if othersFailed == nil {
 		results.add(t, "2 downstream down", "their last copy / median, with the fault vs without",
-			fmt.Sprintf("%s / %s vs %s / %s", ms(maxDuration(storm)), ms(percentile(storm, 50)), ms(maxDuration(calmOthers)), ms(percentile(calmOthers, 50))), "", true)
+			fmt.Sprintf("%s / %s vs %s / %s", ms(fleetsim.MaxDuration(storm)), ms(fleetsim.Percentile(storm, 50)), ms(fleetsim.MaxDuration(calmOthers)), ms(fleetsim.Percentile(calmOthers, 50))), "", true)
 	}
 
 	// The fault lasts downFor: this waits out its duration, it judges nothing.
@@ -212,7 +211,7 @@ func (f *fleetRun) hurtUpstream(t *testing.T, scenario, value string, fault func
 		durationOr(answers, "not within 3m"), "answers", answers > 0)
 	lat := f.converge(t, value, t0)
 	results.add(t, scenario, fmt.Sprintf("every copy current and every row Synced (%d); last copy after the change", len(lat)),
-		maxDuration(lat).Round(100*time.Millisecond).String(), "all", true)
+		fleetsim.MaxDuration(lat).Round(100*time.Millisecond).String(), "all", true)
 	now := courier.Pid()
 	results.add(t, scenario, "Courier's pid before / after", fmt.Sprintf("%d / %d", pid, now), "same, running", pid != 0 && now == pid)
 }
@@ -260,15 +259,6 @@ func latenciesOf(f *fleetRun, lat []time.Duration, on func(int) bool) []time.Dur
 		}
 	}
 	return out
-}
-
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*p/100))]
 }
 
 func ms(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }

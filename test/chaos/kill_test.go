@@ -79,7 +79,7 @@ func testKill(t *testing.T, f *fleetRun) {
 	}
 	value := fmt.Sprintf("k%d", kills)
 	lat := f.converge(t, value, restarted)
-	results.add(t, "1 kill", "last copy after the last restart began", maxDuration(lat).Round(100*time.Millisecond).String(), "", true)
+	results.add(t, "1 kill", "last copy after the last restart began", fleetsim.MaxDuration(lat).Round(100*time.Millisecond).String(), "", true)
 	f.waitGone(t, removed)
 
 	missing, staleCopies, orphans := f.audit(t, removed)
@@ -341,12 +341,4 @@ func (fo foreignObjects) changed(t *testing.T, f *fleetRun) []string {
 		}
 	}
 	return out
-}
-
-func maxDuration(d []time.Duration) time.Duration {
-	var m time.Duration
-	for _, x := range d {
-		m = max(m, x)
-	}
-	return m
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/test/fleetsim"
 	"github.com/courier-dev/courier/test/localenv"
 )
 
@@ -38,16 +39,11 @@ var courierArgs = []string{"--fieldcopy-target=configmaps"}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	skip := ""
 	if os.Getenv("COURIER_CHAOS") != "1" {
-		fmt.Println("chaos: skipped: the chaos run starts three real clusters and takes about 20 minutes; run it with `make chaos` (COURIER_CHAOS=1)")
-		os.Exit(0)
+		skip = "the chaos run starts three real clusters and takes about 20 minutes; run it with `make chaos` (COURIER_CHAOS=1)"
 	}
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos: setting up the environment failed:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+	localenv.SuiteMain("chaos", skip, func() (int, error) { return run(m) })
 }
 
 func run(m *testing.M) (int, error) {
@@ -63,7 +59,7 @@ func run(m *testing.M) (int, error) {
 	env, courier = suite.Env, suite.Courier
 	began := time.Now()
 	code := m.Run()
-	results.note("scenarios took %s; load average (1, 5, 15 min) at the end: %s", time.Since(began).Round(time.Second), loadAverage())
+	results.note("scenarios took %s; load average (1, 5, 15 min) at the end: %s", time.Since(began).Round(time.Second), fleetsim.LoadAverage())
 	results.print(os.Stdout)
 	if code != 0 {
 		fmt.Println("chaos: last lines of Courier's log:\n" + localenv.Tail(courier.LogPath, 40))
@@ -92,13 +88,4 @@ func fleetClient(t *testing.T) versioned.Interface {
 		t.Fatal(err)
 	}
 	return fc
-}
-
-// loadAverage is the first three fields of /proc/loadavg.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "unknown"
 }
