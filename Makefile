@@ -78,7 +78,7 @@ bench: build
 ## during a fan-out to 100 simulated Clusters, a downstream kube-apiserver
 ## down for 60 s, the upstream kube-apiserver restarted and etcd paused,
 ## and a catalogue of bad input; prints one table (see docs/reliability.md)
-## and fails if anything is lost. About 20 min on 2 cores once the tools are
+## and fails if anything is lost. About 10 min on 2 cores once the tools are
 ## built. Gated by COURIER_CHAOS=1, so `go test ./test/...` (make test)
 ## compiles the package and skips it at once.
 chaos: build

@@ -8,7 +8,7 @@
 // docs/reliability.md holds one, with what each figure means. A scenario
 // fails the run when its "nothing lost" condition breaks.
 //
-// It takes about 20 minutes on 2 cores, so it runs only with
+// It takes about 10 minutes on 2 cores, so it runs only with
 // COURIER_CHAOS=1 (`make chaos`). `make test` runs ./test/... too: there
 // the package compiles and TestMain exits at once, saying so.
 package chaos
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	skip := ""
 	if os.Getenv("COURIER_CHAOS") != "1" {
-		skip = "the chaos run starts three real clusters and takes about 20 minutes; run it with `make chaos` (COURIER_CHAOS=1)"
+		skip = "the chaos run starts three real clusters and takes about 10 minutes; run it with `make chaos` (COURIER_CHAOS=1)"
 	}
 	localenv.SuiteMain("chaos", skip, func() (int, error) { return run(m) })
 }
