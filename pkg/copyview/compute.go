@@ -228,12 +228,13 @@ func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.Downstream
 // never decides what to copy from a status field.
 func Copyable(spec courier.DownstreamCopySpec) bool {
 	_, ok := SupportedKind(spec.Source.Kind)
-	return ok && spec.Source.Name != "" && spec.Source.ResourceVersion != ""
+	return ok && spec.Source.Name != "" && spec.Source.ResourceVersion != "" &&
+		len(validation.IsDNS1123Label(spec.Target.Namespace)) == 0
 }
 
 // baseStatus is a row's status from its spec alone, before anything the
-// engine recorded: Invalid for an unsupported kind or a missing name,
-// SourceMissing when the source does not exist, else Pending (Copyable).
+// engine recorded: Invalid for an unsupported kind, a missing name or a
+// destination namespace no namespace can be named, SourceMissing when the source does not exist, else Pending (Copyable).
 func baseStatus(namespace string, spec courier.DownstreamCopySpec) courier.DownstreamCopyStatus {
 	src := spec.Source
 	kind, ok := SupportedKind(src.Kind)
@@ -242,6 +243,9 @@ func baseStatus(namespace string, spec courier.DownstreamCopySpec) courier.Downs
 		return status(courier.CopyPhaseInvalid, fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", src.Kind))
 	case src.Name == "":
 		return status(courier.CopyPhaseInvalid, fmt.Sprintf("%s entry has no name", kind))
+	case len(validation.IsDNS1123Label(spec.Target.Namespace)) > 0:
+		return status(courier.CopyPhaseInvalid, fmt.Sprintf("destination namespace %q cannot exist: %s", spec.Target.Namespace,
+			strings.Join(validation.IsDNS1123Label(spec.Target.Namespace), "; ")))
 	case src.ResourceVersion == "":
 		return status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s %s/%s does not exist", kind, namespace, src.Name))
 	}

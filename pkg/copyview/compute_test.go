@@ -264,3 +264,30 @@ func TestRowName(t *testing.T) {
 		})
 	}
 }
+
+// A destination namespace that no namespace can be named (over 63
+// characters, upper case, "_") makes the row Invalid and not copyable: the
+// engine would otherwise retry creating it forever while the row said
+// Pending. (Found by make chaos's bad-input catalogue.)
+func TestInvalidDestinationNamespace(t *testing.T) {
+	for ns, want := range map[string]bool{
+		"apps":                  true,
+		strings.Repeat("n", 63): true,
+		strings.Repeat("n", 64): false,
+		"Not_A_Namespace":       false,
+		"":                      false,
+	} {
+		spec := courier.DownstreamCopySpec{Cluster: "c1", Source: courier.CopySource{Kind: "Secret", Name: "s", ResourceVersion: "1"},
+			Target: courier.CopyTarget{Namespace: ns, Name: "s"}}
+		if got := Copyable(spec); got != want {
+			t.Errorf("Copyable with namespace %q = %v, want %v", ns, got, want)
+		}
+		st := baseStatus("ws", spec)
+		if want && st.Phase != courier.CopyPhasePending {
+			t.Errorf("namespace %q: %s %q, want Pending", ns, st.Phase, st.Message)
+		}
+		if !want && (st.Phase != courier.CopyPhaseInvalid || !strings.Contains(st.Message, "destination namespace")) {
+			t.Errorf("namespace %q: %s %q, want Invalid naming the destination namespace", ns, st.Phase, st.Message)
+		}
+	}
+}

@@ -990,3 +990,26 @@ func TestNoSecretDataInMessages(t *testing.T) {
 	}
 	// env's cleanup checks statuses, Events and logs for the canary.
 }
+
+// A cluster that rejects the kubeconfig's credentials (401) cannot be used
+// at all, like one that cannot be reached: the pass stops at the first
+// request and every row says Unreachable with the API error. (Found by
+// make chaos: such rows stayed Pending, and each pass sent one failing
+// request per copy.)
+func TestReconcileUnauthorizedIsUnreachable(t *testing.T) {
+	down := newFakeCluster(false)
+	down.fail("*", "*", apierrors.NewUnauthorized("Unauthorized"))
+	env := newEnv(t, down, srcSecret("a", "1"), srcSecret("b", "1"))
+	rows := []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending), row("Secret", "b", "1", courier.CopyPhasePending)}
+
+	if err := env.reconcile(rows...); !apierrors.IsUnauthorized(err) {
+		t.Errorf("reconcile: %v, want the 401", err)
+	}
+	checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/a"})
+	for _, r := range rows {
+		st := env.mustStatus(r)
+		if st.Phase != courier.CopyPhaseUnreachable || !strings.HasPrefix(st.Message, "cluster c1 is unreachable: ") || !strings.Contains(st.Message, "Unauthorized") {
+			t.Errorf("row %s: %s %q, want Unreachable naming the 401", r.Spec.Source.Name, st.Phase, st.Message)
+		}
+	}
+}

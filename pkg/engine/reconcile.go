@@ -707,7 +707,9 @@ func copyID(helmOp types.NamespacedName, kind, ns, name string) string {
 }
 
 // unreachable reports whether err means the cluster could not be reached,
-// as opposed to the cluster refusing the request.
+// as opposed to the cluster refusing the request. A 401 counts as
+// unreachable: the kubeconfig's credentials are rejected, so no request to
+// that cluster can succeed until they change.
 func unreachable(err error) bool {
 	if err == nil {
 		return false
@@ -715,7 +717,8 @@ func unreachable(err error) bool {
 	var netErr net.Error
 	switch {
 	case errors.As(err, &netErr), utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err), utilnet.IsProbableEOF(err),
-		errors.Is(err, context.DeadlineExceeded), apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err):
+		errors.Is(err, context.DeadlineExceeded), apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err),
+		apierrors.IsUnauthorized(err):
 		return true
 	}
 	return false

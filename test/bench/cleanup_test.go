@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // cleanupScale removes what testScale made, so the next N starts from a
@@ -49,7 +50,7 @@ func cleanupScale(t *testing.T, up kubernetes.Interface, fc versioned.Interface,
 		}
 		clients[d] = kube
 	}
-	err := parallel(l.n, setupWorkers, func(i int) error {
+	err := fleetsim.Parallel(l.n, setupWorkers, func(i int) error {
 		kube := clients[i%len(env.Downstreams)]
 		for _, ns := range []string{l.courierDest(i + 1), l.poolDest(i + 1)} {
 			if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // listRepeats is how many timed lists each side gets (median reported).
@@ -99,7 +101,7 @@ func (s *scaleRun) list() {
 	if err := up.CoreV1().ConfigMaps(l.listNS()).Delete(ctx, cmName(0), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = parallel(res.items-1, setupWorkers, func(i int) error {
+	err = fleetsim.Parallel(res.items-1, setupWorkers, func(i int) error {
 		_, err := up.CoreV1().ConfigMaps(l.listNS()).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName(i)},
 			Data: map[string]string{"pad": pad}}, metav1.CreateOptions{})
 		return err
@@ -159,7 +161,7 @@ func (s *scaleRun) list() {
 		t.Fatalf("listed %d ConfigMaps, want %d", got, res.items)
 	}
 	res.rowBytes, res.cmBytes = len(rows), len(cms)
-	res.rowMedian, res.cmMedian = percentile(res.rowTimes, 50), percentile(res.cmTimes, 50)
+	res.rowMedian, res.cmMedian = fleetsim.Percentile(res.rowTimes, 50), fleetsim.Percentile(res.cmTimes, 50)
 	s.listing = res
 	t.Logf("N=%d list of %d: rows %s (%d bytes), ConfigMaps %s (%d bytes)", l.n, res.items, res.rowMedian, res.rowBytes, res.cmMedian, res.cmBytes)
 }

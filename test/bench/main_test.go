@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/courier-dev/courier/test/fleetsim"
 	"github.com/courier-dev/courier/test/localenv"
 )
 
@@ -37,16 +38,7 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if why := skipReason(); why != "" {
-		fmt.Println("bench: skipped:", why)
-		os.Exit(0)
-	}
-	code, err := run(m)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench: setting up the environment failed:", err)
-		os.Exit(1)
-	}
-	os.Exit(code)
+	localenv.SuiteMain("bench", skipReason(), func() (int, error) { return run(m) })
 }
 
 // skipReason says why the benchmark does not run, or "" when it was asked
@@ -78,23 +70,14 @@ func run(m *testing.M) (int, error) {
 	defer suite.Stop()
 	env, courier = suite.Env, suite.Courier
 
-	load := loadAverage()
+	load := fleetsim.LoadAverage()
 	code := m.Run()
-	results.note("load average (1, 5, 15 min; other work shares this machine): %s before the scenarios, %s after", load, loadAverage())
+	results.note("load average (1, 5, 15 min; other work shares this machine): %s before the scenarios, %s after", load, fleetsim.LoadAverage())
 	results.print(os.Stdout)
 	if code != 0 {
 		fmt.Println("bench: last lines of Courier's log:\n" + localenv.Tail(courier.LogPath, 40))
 	}
 	return code, nil
-}
-
-// loadAverage is the first three fields of /proc/loadavg.
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "unknown"
 }
 
 // TestBench runs the scenarios in a fixed order: memory first, on a fresh

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // poolWorkers is the baseline pool's size: Courier's copy worker count,
@@ -153,31 +153,5 @@ func (p *pool) update(ctx context.Context, names []string) error {
 // each runs f for every cluster index, p.workers at a time, and returns
 // the first error.
 func (p *pool) each(f func(i int) error) error {
-	return parallel(len(p.clients), p.workers, f)
-}
-
-// parallel runs f(0) ... f(n-1), workers at a time, and returns the first
-// error (after all have finished).
-func parallel(n, workers int, f func(i int) error) error {
-	work := make(chan int)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Go(func() {
-			for i := range work {
-				errs[i] = f(i)
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return fleetsim.Parallel(len(p.clients), p.workers, f)
 }

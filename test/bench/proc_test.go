@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -248,19 +247,6 @@ func (m metrics) add(before, after metrics) {
 }
 
 // percentile returns the nearest-rank p-th percentile (0 < p <= 100).
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	if rank < 1 {
-		rank = 1
-	}
-	return s[rank-1]
-}
-
 // intsFromEnv reads a comma-separated list of positive integers from the
 // environment variable name, or returns def when it is unset.
 func intsFromEnv(t *testing.T, name string, def []int) []int {

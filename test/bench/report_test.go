@@ -9,6 +9,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // roundStats is what one side measured for one kind of change at one N.
@@ -27,15 +29,15 @@ type roundStats struct {
 func (r *roundStats) add(copies int, lat []time.Duration) {
 	r.copies = copies
 	r.latencies = append(r.latencies, lat...)
-	r.makespans = append(r.makespans, maxDuration(lat))
+	r.makespans = append(r.makespans, fleetsim.MaxDuration(lat))
 }
 
-func (r *roundStats) p50() time.Duration { return percentile(r.latencies, 50) }
-func (r *roundStats) p99() time.Duration { return percentile(r.latencies, 99) }
+func (r *roundStats) p50() time.Duration { return fleetsim.Percentile(r.latencies, 50) }
+func (r *roundStats) p99() time.Duration { return fleetsim.Percentile(r.latencies, 99) }
 
 // medianMakespan is the median (nearest rank) of the rounds' times to
 // their last copy.
-func (r *roundStats) medianMakespan() time.Duration { return percentile(r.makespans, 50) }
+func (r *roundStats) medianMakespan() time.Duration { return fleetsim.Percentile(r.makespans, 50) }
 
 // copiesPerSecond is the copies of all rounds over the sum of the rounds'
 // times to their last copy.

@@ -5,6 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // Issue 11's targets. Ratios are Courier / baseline, measured side by side
@@ -70,7 +72,7 @@ func (s *scaleRun) report() {
 	one := [2]*roundStats{s.stat(sideCourier, kindOne), s.stat(sidePool, kindOne)}
 	cps := func(v float64) string { return fmt.Sprintf("%.0f/s", v) }
 	dur := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
-	createRate := func(side string) float64 { return float64(perOp) / maxDuration(s.create[side]).Seconds() }
+	createRate := func(side string) float64 { return float64(perOp) / fleetsim.MaxDuration(s.create[side]).Seconds() }
 
 	rows := []scaleRow{
 		ratioRow(n, fmt.Sprintf("copies/s, one change of every source (%d copies)", perOp),
@@ -97,8 +99,8 @@ func (s *scaleRun) report() {
 	}
 	results.note("N=%d, new HelmOp: time to the last of %d copies: courier %s (from the HelmOp's create: clients and informers per Cluster, namespaces, copies), "+
 		"pool %s (from the start of its run: clients from the kubeconfigs, GET of the sources, %d namespaces, %d creates); per-copy p50 courier %s, pool %s",
-		n, perOp, dur(maxDuration(s.create[sideCourier])), dur(maxDuration(s.create[sidePool])), n, perOp,
-		ms(percentile(s.create[sideCourier], 50)), ms(percentile(s.create[sidePool], 50)))
+		n, perOp, dur(fleetsim.MaxDuration(s.create[sideCourier])), dur(fleetsim.MaxDuration(s.create[sidePool])), n, perOp,
+		ms(fleetsim.Percentile(s.create[sideCourier], 50)), ms(fleetsim.Percentile(s.create[sidePool], 50)))
 	for _, kind := range []string{"new HelmOp", kindAll, kindOne} {
 		cw := s.diag[kind]
 		if cw == nil {
@@ -125,7 +127,7 @@ func (s *scaleRun) report() {
 			"/api/v1/namespaces/%s/configmaps, %d bytes, times %s; the %d ConfigMaps took %s to create; "+
 			"the rows straight from Courier (no aggregator; after the others): median %s, times %s",
 			n, listRepeats, ls.rowPath, ls.rowBytes, durations(ls.rowTimes), ls.configMapNS, ls.cmBytes, durations(ls.cmTimes), ls.items,
-			ls.setup.Round(100*time.Millisecond), dur(percentile(ls.directTimes, 50)), durations(ls.directTimes))
+			ls.setup.Round(100*time.Millisecond), dur(fleetsim.Percentile(ls.directTimes, 50)), durations(ls.directTimes))
 	}
 }
 

@@ -4,19 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 const (
@@ -67,11 +66,11 @@ func (l layout) budget() time.Duration {
 
 // keys are the arrivals that complete a round: every named source with
 // value in every cluster's destination namespace.
-func (l layout) keys(dest func(int) string, names []string, value string) []arrivalKey {
-	out := make([]arrivalKey, 0, l.n*len(names))
+func (l layout) keys(dest func(int) string, names []string, value string) []fleetsim.ArrivalKey {
+	out := make([]fleetsim.ArrivalKey, 0, l.n*len(names))
 	for i := 1; i <= l.n; i++ {
 		for _, name := range names {
-			out = append(out, arrivalKey{ns: dest(i), name: name, value: value})
+			out = append(out, fleetsim.ArrivalKey{NS: dest(i), Name: name, Value: value})
 		}
 	}
 	return out
@@ -151,28 +150,9 @@ func testScale(t *testing.T, n int, last bool) {
 // a time, and returns the kubeconfigs by cluster index.
 func createClusters(t *testing.T, ctx context.Context, up kubernetes.Interface, fc versioned.Interface, l layout) [][]byte {
 	t.Helper()
-	var perDownstream [][]byte
-	for _, ds := range env.Downstreams {
-		kc, err := os.ReadFile(ds.Kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		perDownstream = append(perDownstream, kc)
-	}
-	kubeconfigs := make([][]byte, l.n)
-	err := parallel(l.n, setupWorkers, func(i int) error {
-		name := clusterName(i + 1)
-		kubeconfigs[i] = perDownstream[i%len(perDownstream)]
-		if _, err := up.CoreV1().Secrets(l.workspace()).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig"},
-			Data: map[string][]byte{"value": kubeconfigs[i]}}, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		_, err := fc.FleetV1alpha1().Clusters(l.workspace()).Create(ctx, &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: fleet.ClusterSpec{KubeConfigSecret: name + "-kubeconfig"}}, metav1.CreateOptions{})
-		return err
-	})
+	kubeconfigs, err := fleetsim.CreateClusters(ctx, up, fc, l.workspace(), l.n, clusterName, env.Downstreams, setupWorkers)
 	if err != nil {
-		t.Fatalf("creating Clusters: %v", err)
+		t.Fatal(err)
 	}
 	return kubeconfigs
 }
@@ -184,7 +164,7 @@ type scaleRun struct {
 	pid  int
 	up   kubernetes.Interface
 	fc   versioned.Interface
-	w    *watcher
+	w    *fleetsim.Watcher
 	pool *pool
 
 	create  map[string][]time.Duration // side -> latencies of the N x 10 creates
@@ -228,7 +208,7 @@ func (s *scaleRun) newHelmOp() {
 	if _, err := s.fc.FleetV1alpha1().HelmOps(l.workspace()).Create(ctx, op, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lat, err := s.w.wait(l.keys(l.courierDest, allSources(), "r0"), t0, l.budget())
+	lat, err := s.w.Wait(l.keys(l.courierDest, allSources(), "r0"), t0, l.budget())
 	if err != nil {
 		t.Fatalf("Courier's first copies: %v\n%s", err, rowsSummary(s.fc, l.workspace()))
 	}
@@ -242,11 +222,11 @@ func (s *scaleRun) newHelmOp() {
 	if err := s.pool.create(ctx, allSources()); err != nil {
 		t.Fatalf("the pool's first copies: %v", err)
 	}
-	if lat, err = s.w.wait(l.keys(l.poolDest, allSources(), "r0"), t0, l.budget()); err != nil {
+	if lat, err = s.w.Wait(l.keys(l.poolDest, allSources(), "r0"), t0, l.budget()); err != nil {
 		t.Fatalf("the pool's first copies: %v", err)
 	}
 	s.create[sidePool] = lat
-	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, maxDuration(s.create[sideCourier]), maxDuration(lat))
+	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, fleetsim.MaxDuration(s.create[sideCourier]), fleetsim.MaxDuration(lat))
 }
 
 // rounds runs r rounds, each with four measurements in rotating order:
@@ -278,7 +258,7 @@ func (s *scaleRun) rounds(r int) {
 					finishProfile = startCPUProfile(t, fmt.Sprintf("cpu-%d-every-source.pprof", l.n), profileSeconds(t))
 				}
 				t0 := updateSources(t, s.up, l.workspace(), names, value)
-				if lat, err = s.w.wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
+				if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
 					t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
 				}
 				waitIdle(t, s.pid, l.budget())
@@ -290,13 +270,13 @@ func (s *scaleRun) rounds(r int) {
 				if err := s.pool.update(ctx, names); err != nil {
 					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
 				}
-				if lat, err = s.w.wait(l.keys(l.poolDest, names, value), t0, l.budget()); err != nil {
+				if lat, err = s.w.Wait(l.keys(l.poolDest, names, value), t0, l.budget()); err != nil {
 					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
 				}
 				s.poolCPU += mustCPU(t, s.pid) - c0
 			}
 			s.stat(st.side, st.kind).add(len(names)*l.n, lat)
-			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, maxDuration(lat).Round(time.Millisecond))
+			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, fleetsim.MaxDuration(lat).Round(time.Millisecond))
 		}
 	}
 }
@@ -334,42 +314,12 @@ func mustCPU(t *testing.T, pid int) time.Duration {
 	return c
 }
 
-func maxDuration(d []time.Duration) time.Duration {
-	var m time.Duration
-	for _, x := range d {
-		m = max(m, x)
-	}
-	return m
-}
-
 // updateSources sets the round key of each named source in ns to value,
 // all at once, and returns when it started: the time a round is measured
 // from, the same for both sides.
 func updateSources(t *testing.T, kube kubernetes.Interface, ns string, names []string, value string) time.Time {
 	t.Helper()
-	ctx := context.Background()
-	current := make([]*corev1.Secret, len(names))
-	for j, name := range names {
-		s, err := kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		current[j] = s
-	}
-	t0 := time.Now()
-	err := parallel(len(names), len(names), func(j int) error {
-		s := current[j]
-		for {
-			s.Data[roundKey] = []byte(value)
-			_, err := kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
-			if !apierrors.IsConflict(err) {
-				return err
-			}
-			if s, err = kube.CoreV1().Secrets(ns).Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-	})
+	t0, err := fleetsim.UpdateSources(context.Background(), kube, ns, names, roundKey, value)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // courierWrites returns the writes Courier made to downstream cluster i,
@@ -39,45 +37,14 @@ func courierWritesAs(t *testing.T, i int) []string {
 // (not refused with a 409 conflict, say).
 func courierAuditWrites(t *testing.T, i int, accepted bool) []string {
 	t.Helper()
-	f, err := os.Open(env.Downstreams[i].AuditLog)
+	writes, err := fleetsim.CourierWrites(env.Downstreams[i].AuditLog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var out []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		var ev struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			ObjectRef struct {
-				Resource, Namespace, Name string
-			} `json:"objectRef"`
-			User struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ResponseStatus struct {
-				Code int `json:"code"`
-			} `json:"responseStatus"`
-			ImpersonatedUser *struct {
-				Username string `json:"username"`
-			} `json:"impersonatedUser"`
-		}
-		if json.Unmarshal(s.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, "courier") {
-			continue
-		}
-		if accepted && ev.ResponseStatus.Code >= 300 {
-			continue
-		}
-		switch ev.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
-			as := ev.User.Username
-			if ev.ImpersonatedUser != nil {
-				as = ev.ImpersonatedUser.Username
-			}
-			out = append(out, ev.Verb+" "+ev.ObjectRef.Resource+" "+ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name+" as "+as)
+	for _, w := range writes {
+		if !accepted || w.Accepted() {
+			out = append(out, w.String())
 		}
 	}
 	return out

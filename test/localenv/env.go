@@ -186,6 +186,11 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// SignalEtcd sends sig to etcd: SIGSTOP pauses it (every kube-apiserver
+// then waits on its storage, as with a stalled disk or a partitioned etcd),
+// SIGCONT resumes it.
+func (e *Env) SignalEtcd(sig syscall.Signal) error { return e.etcd.signal(sig) }
+
 // Clusters returns the upstream cluster followed by the downstreams.
 func (e *Env) Clusters() []*Cluster {
 	return append([]*Cluster{e.Upstream}, e.Downstreams...)

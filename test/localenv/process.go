@@ -188,3 +188,13 @@ func Tail(path string, n int) string {
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
+
+// signal sends sig to the process group (SIGSTOP pauses it, SIGCONT
+// resumes it).
+func (p *process) signal(sig syscall.Signal) error {
+	cmd, _, ok := p.running()
+	if !ok {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return syscall.Kill(-cmd.Process.Pid, sig)
+}

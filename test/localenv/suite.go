@@ -141,3 +141,20 @@ func FindFleetCRDs(repoRoot string) (dir string, real bool, err error) {
 	}
 	return own, false, nil
 }
+
+// SuiteMain is the body of a suite package's TestMain (after flag.Parse):
+// when skip is not "" it prints "<name>: skipped: <skip>" and exits 0 (so
+// `go test ./test/...` passes by it quickly); otherwise it exits with
+// run's code, or 1 when run could not set up the environment.
+func SuiteMain(name, skip string, run func() (int, error)) {
+	if skip != "" {
+		fmt.Println(name+": skipped:", skip)
+		os.Exit(0)
+	}
+	code, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+": setting up the environment failed:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
