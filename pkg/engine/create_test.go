@@ -27,8 +27,11 @@ func TestCreateWithoutRead(t *testing.T) {
 		foreignWatched bool
 		fleet          []string
 		follower       bool
-		wantDown       []string
-		wantPhase      courier.CopyPhase
+		// firstPass: the row's pass is the first with this client (after a
+		// start); otherwise a pass with no rows ends before it.
+		firstPass bool
+		wantDown  []string
+		wantPhase courier.CopyPhase
 		// wantUntouched: the existing Secret apps/db keeps its data.
 		wantUntouched bool
 	}{
@@ -63,6 +66,12 @@ func TestCreateWithoutRead(t *testing.T) {
 			wantPhase: courier.CopyPhaseConflict, wantUntouched: true,
 		},
 		{
+			name: "the first pass after a start reads: it cannot know what it found in Conflict before", synced: true, foreignWatched: true, firstPass: true,
+			existing:  []runtime.Object{targetNamespace, unmanagedSecret(targetNS, "db")},
+			wantDown:  []string{"get secrets apps/db"},
+			wantPhase: courier.CopyPhaseConflict, wantUntouched: true,
+		},
+		{
 			name: "a follower writes nothing, so it reads", synced: true, foreignWatched: true, follower: true,
 			existing:  []runtime.Object{targetNamespace},
 			wantDown:  []string{"get secrets apps/db"},
@@ -80,6 +89,10 @@ func TestCreateWithoutRead(t *testing.T) {
 			env := newEnv(t, down, db)
 			if tc.follower {
 				env.e.SetLeading(false)
+			}
+			if !tc.firstPass {
+				_ = env.reconcile()
+				down.kube.ClearActions()
 			}
 			before, _ := down.secret(targetNS, "db")
 			r := rowOf(db)
@@ -108,6 +121,7 @@ func TestConflictIsReadNotRecreated(t *testing.T) {
 	down := newFakeCluster(true, targetNamespace, unmanagedSecret(targetNS, "db"))
 	down.foreignWatched = true
 	env := newEnv(t, down, db)
+	_ = env.reconcile() // a pass ends: the next may create without a read
 	r := rowOf(db)
 	_ = env.reconcile(r)
 	if got := env.mustStatus(r).Phase; got != courier.CopyPhaseConflict {
@@ -126,6 +140,8 @@ func TestTwinCopyIsRead(t *testing.T) {
 	down.foreignWatched = true
 	env := newEnv(t, down, db)
 	twin := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
+	_ = env.reconcile() // a pass ends: the next may create without a read
+	down.kube.ClearActions()
 	env.e.setServer(c2Key, env.ds.client) // c2 reaches the same server
 	_ = env.reconcile(rowOf(db), twin)
 	actions := env.downActions()

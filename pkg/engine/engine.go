@@ -137,7 +137,10 @@ type Engine struct {
 	echoes map[string]string
 	// inflight holds, by echoKey, the resourceVersions of events for
 	// copies being written right now (see writing).
-	inflight   map[string][]string
+	inflight map[string][]string
+	// passed is, per Cluster, the client a pass last ended with
+	// (createUnread).
+	passed     map[string]*downstream.Client
 	observedAt map[string]time.Time // row key -> when its current source RV was first seen
 	twins      twinState
 }
@@ -187,6 +190,7 @@ func New(cfg Config) *Engine {
 		pending:    map[types.NamespacedName]*pendingChange{},
 		echoes:     map[string]string{},
 		inflight:   map[string][]string{},
+		passed:     map[string]*downstream.Client{},
 		observedAt: map[string]time.Time{},
 	}
 	e.leading.Store(!cfg.Follower)

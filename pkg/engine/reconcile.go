@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -130,6 +128,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	if left != nil || err == nil {
 		changed = e.setLeftovers(key, left) || changed
 	}
+	e.passEnded(client)
 	if changed {
 		e.notify()
 	}
@@ -137,16 +136,6 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		logger.V(2).Info("Cluster has copies that did not converge", "err", retryErr)
 	}
 	return retryErr
-}
-
-// waitSynced waits up to Config.SyncWait for client's informers to sync.
-func (e *Engine) waitSynced(ctx context.Context, client *downstream.Client) {
-	if e.cfg.SyncWait < 0 || client.HasSynced == nil || client.HasSynced() {
-		return
-	}
-	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, e.cfg.SyncWait, false, func(context.Context) (bool, error) {
-		return client.HasSynced(), nil
-	})
 }
 
 // logOutcome logs a copy whose status changed, with the HelmOp, the
@@ -392,47 +381,6 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	return p
 }
 
-// createUnread reports whether a copy absent from the cluster's informer may
-// be created without reading it first: the informer has synced (so it holds
-// every copy written for this Cluster), the watch of Fleet's copies holds
-// none of that name, no twin Cluster on the same kube-apiserver wants the
-// same copy (its copy would be there), and the row's last pass did not find
-// an object Courier does not own there (a Conflict is read again, to see
-// whether it has gone). Anything else there -- a copy written before the
-// cluster-hash label, an object created meanwhile -- makes the create fail
-// with AlreadyExists, and execute reads it then. A replica that does not
-// lead writes nothing, so it always reads.
-//
-// The read saved is one request per new copy: for a new HelmOp at 1,000
-// Clusters × 10 copies, 10,000 GETs that each found nothing.
-func (e *Engine) createUnread(client *downstream.Client, c desiredCopy, o kindOps) bool {
-	if !e.Leading() || !o.synced() || client.MayHaveForeign == nil || client.MayHaveForeign(c.kind, c.targetNS, c.name) ||
-		e.wantedByTwin(client.Key, client, copyID(c.helmOp, c.kind, c.targetNS, c.name)) {
-		return false
-	}
-	st, ok := e.Status(c.rowKey)
-	return !ok || st.Phase != courier.CopyPhaseConflict
-}
-
-// judge records what the copy needs given cur, the object of its name read
-// live from the cluster: Fleet's copy and objects Courier does not own are
-// reported, never written; Courier's own is decided on.
-func (p *plan) judge(cur object, owner copyspec.Owner, what, cluster string) {
-	if bd, ok := copyspec.FleetCopy(cur); ok {
-		p.out = fleetsCopy(*p, cur, bd, what, cluster)
-		return
-	}
-	switch copyspec.OwnershipOf(cur, owner) {
-	case copyspec.NotManaged:
-		p.out = conflict(fmt.Sprintf("%s exists in cluster %s and is not managed by Courier; it is left unchanged", what, cluster))
-	case copyspec.OtherOwner:
-		p.out = conflict(fmt.Sprintf("%s exists in cluster %s and belongs to another owner (HelmOp %q); it is left unchanged",
-			what, cluster, cur.GetAnnotations()[copyspec.AnnotationHelmOp]))
-	default:
-		p.decide(cur)
-	}
-}
-
 // decide records what Courier's own copy cur needs: nothing, an update, or
 // (immutable, or a Secret type change) delete and create.
 //
@@ -539,26 +487,6 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 	return p.out
 }
 
-// createFoundExisting handles a create decided without a read (createUnread)
-// that found the object there: it is read now and judged as planCopy would
-// have, and Courier's own copy is updated or replaced if it differs.
-// Nothing was written by the failed create.
-func (e *Engine) createFoundExisting(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster,
-	c desiredCopy, p plan, namespaces map[string]bool) outcome {
-	what := describe(c.kind, c.targetNS, c.name)
-	cur, err := p.ops.get(ctx, c.targetNS, c.name)
-	if err != nil {
-		return e.writeFailed(cluster, "reading "+what, err)
-	}
-	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
-	p.action, p.unread = actionNone, false
-	p.judge(cur, owner, what, cluster.Name)
-	if p.action == actionNone {
-		return p.out
-	}
-	return e.execute(ctx, client, id, cluster, c, p, namespaces)
-}
-
 func synced(rv string, at *metav1.Time) copyview.EngineStatus {
 	return copyview.EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: rv, LastSyncTime: at,
 		Message: "the copy matches its source"}
@@ -607,99 +535,6 @@ func (e *Engine) event(c desiredCopy, cluster *fleet.Cluster, out outcome) {
 		return
 	}
 	e.cfg.Recorder.Event(ref, corev1.EventTypeWarning, out.reason, out.status.Message)
-}
-
-// sweep deletes copies in this cluster that Courier made for this Cluster
-// and that no row wants any more: entries removed from a list, clusters no
-// longer targeted, HelmOps deleted (also while Courier was down). It
-// deletes only objects with the managed-by label and an owner label that
-// matches the HelmOp and upstream they claim, never one written under
-// keepResources, and uses Courier's own identity. With remove false (a
-// replica that does not lead) it deletes nothing.
-//
-// It returns what is left of those copies: the kept ones (Kept) and the
-// ones not removed (Deleting, with the reason). The list is nil when the
-// copies could not be listed.
-func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool) ([]copyview.Leftover, error) {
-	wanted := map[string]bool{}
-	for _, c := range copies {
-		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
-	}
-	left := []copyview.Leftover{}
-	var failed error
-	key := cluster.Namespace + "/" + cluster.Name
-	legacy := e.needsLegacySweep(key, client)
-	keptLegacy := false
-	for _, kind := range []string{"Secret", "ConfigMap"} {
-		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
-		managed, err := ops.listManaged(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if legacy {
-			// Copies written before the cluster-hash label existed are not in
-			// the informer's selection: found once per client by a live list.
-			unlabelled, err := ops.listUnlabelled(ctx)
-			if err != nil {
-				return nil, err
-			}
-			managed = append(managed, unlabelled...)
-		}
-		for _, obj := range managed {
-			claim, ok := copyspec.ClaimedOwner(obj)
-			if !ok || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || claim.Cluster != cluster.Name {
-				continue
-			}
-			if _, fleets := copyspec.FleetCopy(obj); fleets {
-				continue // Fleet's, whatever else it claims (DESIGN §3 rule 12)
-			}
-			helmOp := claim.HelmOp
-			id := copyID(helmOp, kind, obj.GetNamespace(), obj.GetName())
-			if wanted[id] || e.wantedByTwin(key, client, id) {
-				continue
-			}
-			if _, labelled := obj.GetLabels()[copyspec.LabelClusterHash]; !labelled && claim.Keep {
-				keptLegacy = true
-			}
-			what := describe(kind, obj.GetNamespace(), obj.GetName())
-			l := copyview.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
-				Keep: claim.Keep, SyncedResourceVersion: obj.GetAnnotations()[copyspec.AnnotationSourceResourceVersion]}
-			switch {
-			case claim.Keep:
-				l.Phase = courier.CopyPhaseKept
-				l.Message = fmt.Sprintf("%s stays in cluster %s: it was written with keepResources and nothing lists it any more; Courier no longer updates it", what, cluster.Name)
-			case !remove || failed != nil:
-				l.Phase = courier.CopyPhaseDeleting
-				l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted; the leader removes it", what, cluster.Name)
-				if failed != nil {
-					l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted and not removed yet: %v", what, cluster.Name, failed)
-				}
-			default:
-				uid := obj.GetUID()
-				err := ops.delete(ctx, obj.GetNamespace(), obj.GetName(), &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					// Stop removing for this pass: the cluster refuses or
-					// does not answer. The rest wait for the retry.
-					failed = fmt.Errorf("removing %s: %w", what, err)
-					l.Phase = courier.CopyPhaseDeleting
-					l.Message = fmt.Sprintf("removing %s from cluster %s failed: %v", what, cluster.Name, err)
-					break
-				}
-				copiesTotal.WithLabelValues("deleted", "").Inc()
-				klog.FromContext(ctx).Info("Removed copy nothing wants any more", "cluster", cluster.Namespace+"/"+cluster.Name,
-					"helmop", helmOp.String(), "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName())
-				if e.cfg.Recorder != nil {
-					e.cfg.Recorder.Eventf(e.helmOpRef(helmOp), corev1.EventTypeNormal, "Removed", "%s %s removed from %s in cluster %s", kind, obj.GetName(), obj.GetNamespace(), cluster.Name)
-				}
-				continue
-			}
-			left = append(left, l)
-		}
-	}
-	if failed == nil && legacy && !keptLegacy {
-		e.legacySwept(key, client)
-	}
-	return left, failed
 }
 
 func copyID(helmOp types.NamespacedName, kind, ns, name string) string {

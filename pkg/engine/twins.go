@@ -114,4 +114,5 @@ func (e *Engine) forgetTwin(clusterKey string) {
 	defer e.mu.Unlock()
 	delete(e.twins.servers, clusterKey)
 	delete(e.twins.legacy, clusterKey)
+	delete(e.passed, clusterKey)
 }

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copyspec"
+	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/downstream"
+)
+
+// sweep deletes copies in this cluster that Courier made for this Cluster
+// and that no row wants any more: entries removed from a list, clusters no
+// longer targeted, HelmOps deleted (also while Courier was down). It
+// deletes only objects with the managed-by label and an owner label that
+// matches the HelmOp and upstream they claim, never one written under
+// keepResources, and uses Courier's own identity. With remove false (a
+// replica that does not lead) it deletes nothing.
+//
+// It returns what is left of those copies: the kept ones (Kept) and the
+// ones not removed (Deleting, with the reason). The list is nil when the
+// copies could not be listed.
+func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool) ([]copyview.Leftover, error) {
+	wanted := map[string]bool{}
+	for _, c := range copies {
+		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
+	}
+	left := []copyview.Leftover{}
+	var failed error
+	key := cluster.Namespace + "/" + cluster.Name
+	legacy := e.needsLegacySweep(key, client)
+	keptLegacy := false
+	for _, kind := range []string{"Secret", "ConfigMap"} {
+		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
+		managed, err := ops.listManaged(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if legacy {
+			// Copies written before the cluster-hash label existed are not in
+			// the informer's selection: found once per client by a live list.
+			unlabelled, err := ops.listUnlabelled(ctx)
+			if err != nil {
+				return nil, err
+			}
+			managed = append(managed, unlabelled...)
+		}
+		for _, obj := range managed {
+			claim, ok := copyspec.ClaimedOwner(obj)
+			if !ok || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || claim.Cluster != cluster.Name {
+				continue
+			}
+			if _, fleets := copyspec.FleetCopy(obj); fleets {
+				continue // Fleet's, whatever else it claims (DESIGN §3 rule 12)
+			}
+			helmOp := claim.HelmOp
+			id := copyID(helmOp, kind, obj.GetNamespace(), obj.GetName())
+			if wanted[id] || e.wantedByTwin(key, client, id) {
+				continue
+			}
+			if _, labelled := obj.GetLabels()[copyspec.LabelClusterHash]; !labelled && claim.Keep {
+				keptLegacy = true
+			}
+			what := describe(kind, obj.GetNamespace(), obj.GetName())
+			l := copyview.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
+				Keep: claim.Keep, SyncedResourceVersion: obj.GetAnnotations()[copyspec.AnnotationSourceResourceVersion]}
+			switch {
+			case claim.Keep:
+				l.Phase = courier.CopyPhaseKept
+				l.Message = fmt.Sprintf("%s stays in cluster %s: it was written with keepResources and nothing lists it any more; Courier no longer updates it", what, cluster.Name)
+			case !remove || failed != nil:
+				l.Phase = courier.CopyPhaseDeleting
+				l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted; the leader removes it", what, cluster.Name)
+				if failed != nil {
+					l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted and not removed yet: %v", what, cluster.Name, failed)
+				}
+			default:
+				uid := obj.GetUID()
+				err := ops.delete(ctx, obj.GetNamespace(), obj.GetName(), &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					// Stop removing for this pass: the cluster refuses or
+					// does not answer. The rest wait for the retry.
+					failed = fmt.Errorf("removing %s: %w", what, err)
+					l.Phase = courier.CopyPhaseDeleting
+					l.Message = fmt.Sprintf("removing %s from cluster %s failed: %v", what, cluster.Name, err)
+					break
+				}
+				copiesTotal.WithLabelValues("deleted", "").Inc()
+				klog.FromContext(ctx).Info("Removed copy nothing wants any more", "cluster", cluster.Namespace+"/"+cluster.Name,
+					"helmop", helmOp.String(), "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName())
+				if e.cfg.Recorder != nil {
+					e.cfg.Recorder.Eventf(e.helmOpRef(helmOp), corev1.EventTypeNormal, "Removed", "%s %s removed from %s in cluster %s", kind, obj.GetName(), obj.GetNamespace(), cluster.Name)
+				}
+				continue
+			}
+			left = append(left, l)
+		}
+	}
+	if failed == nil && legacy && !keptLegacy {
+		e.legacySwept(key, client)
+	}
+	return left, failed
+}
