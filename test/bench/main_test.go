@@ -88,6 +88,7 @@ func run(m *testing.M) (int, error) {
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
 	t.Run("fieldcopy-memory", testFieldCopyMemory)
+	t.Run("pull", testPull)
 	ns := intsFromEnv(t, "COURIER_BENCH_N", []int{100, 1000})
 	for i, n := range ns {
 		t.Run(fmt.Sprintf("scale-%d", n), func(t *testing.T) { testScale(t, n, i == len(ns)-1) })

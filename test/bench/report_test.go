@@ -69,6 +69,7 @@ type report struct {
 	mu     sync.Mutex
 	scale  []scaleRow
 	memory []memoryResult
+	pull   []pullResult
 	notes  []string
 }
 
@@ -121,6 +122,9 @@ func (r *report) print(w io.Writer) {
 				m.secrets, m.sizeKiB, float64(m.before)/(1<<20), float64(m.after)/(1<<20), m.deltaMiB(), m.targetMiB, verdict)
 		}
 		tw.Flush()
+	}
+	if len(r.pull) > 0 {
+		printPull(w, r.pull)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintln(w, "notes:")
