@@ -26,10 +26,11 @@ func (e *Engine) waitSynced(ctx context.Context, client *downstream.Client) {
 // createUnread reports whether a copy absent from the cluster's informer may
 // be created without reading it first: the informer has synced (so it holds
 // every copy written for this Cluster), the watch of Fleet's copies holds
-// none of that name, a pass over the cluster with this client has ended
-// before (the first pass after a start or a new kubeconfig reads: it cannot
-// know which copies it found in Conflict before), no twin Cluster on the
-// same kube-apiserver wants the
+// none of that name, the row appeared after the start or a pass over the
+// cluster with this client has ended before (a row that existed before a
+// start is read by its first pass: the engine cannot know whether it found
+// its copy in Conflict before), no twin Cluster on the same kube-apiserver
+// wants the
 // same copy (its copy would be there), and the row's last pass did not find
 // an object Courier does not own there (a Conflict is read again, to see
 // whether it has gone). Anything else there -- a copy written before the
@@ -40,7 +41,7 @@ func (e *Engine) waitSynced(ctx context.Context, client *downstream.Client) {
 // The read saved is one request per new copy: for a new HelmOp at 1,000
 // Clusters × 10 copies, 10,000 GETs that each found nothing.
 func (e *Engine) createUnread(client *downstream.Client, c desiredCopy, o kindOps) bool {
-	if !e.Leading() || !o.synced() || !e.passedBefore(client) ||
+	if !e.Leading() || !o.synced() || (e.existedAtStart(c.rowKey) && !e.passedBefore(client)) ||
 		client.MayHaveForeign == nil || client.MayHaveForeign(c.kind, c.targetNS, c.name) ||
 		e.wantedByTwin(client.Key, client, copyID(c.helmOp, c.kind, c.targetNS, c.name)) {
 		return false
@@ -102,4 +103,12 @@ func (e *Engine) passEnded(client *downstream.Client) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.passed[client.Key] = client
+}
+
+// existedAtStart reports whether row rowKey was handed over before
+// DesiredComplete and no pass has recorded its status since.
+func (e *Engine) existedAtStart(rowKey string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.initial[rowKey]
 }

@@ -93,6 +93,16 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 	e.indexWanted(prev, next)
 	e.desired.set(helmOp, prev, next)
 	complete := e.desired.complete
+	if !complete {
+		// Rows handed over before DesiredComplete existed before the start:
+		// their copies may be there (or be in Conflict), so their first
+		// pass reads them (createUnread).
+		for _, copies := range next {
+			for _, c := range copies {
+				e.initial[c.rowKey] = true
+			}
+		}
+	}
 	e.mu.Unlock()
 
 	e.sources.forget(unused...)
@@ -272,6 +282,7 @@ func (e *Engine) record(rowKey string, s copyview.EngineStatus) bool {
 	if !desired {
 		return false
 	}
+	delete(e.initial, rowKey) // its status now says what its pass found
 	prev, ok := e.statuses[rowKey]
 	if ok && prev.Phase == s.Phase && prev.Message == s.Message && prev.SyncedResourceVersion == s.SyncedResourceVersion {
 		return false

@@ -140,7 +140,10 @@ type Engine struct {
 	inflight map[string][]string
 	// passed is, per Cluster, the client a pass last ended with
 	// (createUnread).
-	passed     map[string]*downstream.Client
+	passed map[string]*downstream.Client
+	// initial holds the keys of rows handed over before DesiredComplete
+	// whose copies no pass has looked at yet (createUnread).
+	initial    map[string]bool
 	observedAt map[string]time.Time // row key -> when its current source RV was first seen
 	twins      twinState
 }
@@ -191,6 +194,7 @@ func New(cfg Config) *Engine {
 		echoes:     map[string]string{},
 		inflight:   map[string][]string{},
 		passed:     map[string]*downstream.Client{},
+		initial:    map[string]bool{},
 		observedAt: map[string]time.Time{},
 	}
 	e.leading.Store(!cfg.Follower)
