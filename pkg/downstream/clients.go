@@ -77,38 +77,34 @@ type watchOptions struct {
 }
 
 // secrets adds an informer of the Secrets o selects and returns their
-// lister. As client-go's generated informers do, the list-watch says
-// whether cs can stream its initial list (a fake clientset cannot).
+// lister.
 func (in *informers) secrets(cs Clientset, o watchOptions) corev1listers.SecretLister {
-	core := cs.CoreV1()
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.LabelSelector = o.selector
-			return core.Secrets(metav1.NamespaceAll).List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = o.selector
-			return core.Secrets(metav1.NamespaceAll).Watch(ctx, opts)
-		},
-	}
-	return corev1listers.NewSecretLister(in.add(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.Secret{}, o))
+	c := cs.CoreV1().Secrets(metav1.NamespaceAll)
+	return corev1listers.NewSecretLister(in.add(selected(cs, o, c.List, c.Watch), &corev1.Secret{}, o))
 }
 
 // configMaps adds an informer of the ConfigMaps o selects and returns
 // their lister.
 func (in *informers) configMaps(cs Clientset, o watchOptions) corev1listers.ConfigMapLister {
-	core := cs.CoreV1()
-	lw := &toolscache.ListWatch{
+	c := cs.CoreV1().ConfigMaps(metav1.NamespaceAll)
+	return corev1listers.NewConfigMapLister(in.add(selected(cs, o, c.List, c.Watch), &corev1.ConfigMap{}, o))
+}
+
+// selected is the list-watch of one typed client's objects that o's label
+// selector picks, in every namespace. As client-go's generated informers
+// do, it says whether cs can stream its initial list (a fake cannot).
+func selected[L runtime.Object](cs Clientset, o watchOptions, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) toolscache.ListerWatcher {
+	return toolscache.ToListWatcherWithWatchListSemantics(&toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector = o.selector
-			return core.ConfigMaps(metav1.NamespaceAll).List(ctx, opts)
+			return list(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector = o.selector
-			return core.ConfigMaps(metav1.NamespaceAll).Watch(ctx, opts)
+			return watchFn(ctx, opts)
 		},
-	}
-	return corev1listers.NewConfigMapLister(in.add(toolscache.ToListWatcherWithWatchListSemantics(lw, cs), &corev1.ConfigMap{}, o))
+	}, cs)
 }
 
 func (in *informers) add(lw toolscache.ListerWatcher, obj runtime.Object, o watchOptions) toolscache.Indexer {

@@ -14,7 +14,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
@@ -23,6 +22,8 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/courier-dev/courier/pkg/agent"
+	"github.com/courier-dev/courier/pkg/downstream"
+	"github.com/courier-dev/courier/pkg/leaderelect"
 )
 
 func init() {
@@ -128,41 +129,10 @@ func (o *Options) Validate() error {
 	if o.ReportInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--report-interval must be at least 1s, got %s", o.ReportInterval))
 	}
-	errs = append(errs, validateLeaderElection(o.LeaderElection)...)
+	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }
-
-// validateLeaderElection reports what leaderelection.NewLeaderElector
-// would refuse, at flag parsing rather than after the agent started.
-func validateLeaderElection(c componentbaseconfig.LeaderElectionConfiguration) []error {
-	if !c.LeaderElect {
-		return nil
-	}
-	var errs []error
-	if c.ResourceLock != resourcelock.LeasesResourceLock {
-		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %q, got %q", resourcelock.LeasesResourceLock, c.ResourceLock))
-	}
-	if c.ResourceName == "" {
-		errs = append(errs, errors.New("--leader-elect-resource-name must not be empty"))
-	}
-	lease, renew, retry := c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration
-	if lease <= renew {
-		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", lease, renew))
-	}
-	if renew <= time.Duration(leaderelection.JitterFactor*float64(retry)) {
-		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than %.1f x --leader-elect-retry-period (%s)", renew, leaderelection.JitterFactor, retry))
-	}
-	return errs
-}
-
-// localQPS and localBurst limit the agent's requests to its own cluster
-// like kube-controller-manager's defaults (client-go's 5/10 would make a
-// first pass wait on its bucket).
-const (
-	localQPS   = 20
-	localBurst = 30
-)
 
 // Config turns the options into the agent's Config.
 func (o *Options) Config() (agent.Config, error) {
@@ -184,7 +154,9 @@ func (o *Options) Config() (agent.Config, error) {
 		return agent.Config{}, fmt.Errorf("the local cluster (--kubeconfig): %w", err)
 	}
 	if local.QPS == 0 {
-		local.QPS, local.Burst = localQPS, localBurst
+		// The limit Courier keeps per downstream cluster (client-go's 5/10
+		// would make a first pass wait on its bucket).
+		local.QPS, local.Burst = downstream.QPS, downstream.Burst
 	}
 	return agent.Config{
 		Cluster:               cluster,

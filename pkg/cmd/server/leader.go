@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"time"
 
@@ -33,29 +32,6 @@ func defaultLeaderElection() componentbaseconfig.LeaderElectionConfiguration {
 	c.RenewDeadline.Duration = 10 * time.Second
 	c.RetryPeriod.Duration = 2 * time.Second
 	return c
-}
-
-// validateLeaderElection reports what leaderelection.NewLeaderElector would
-// refuse, at flag parsing rather than after the server started.
-func validateLeaderElection(c componentbaseconfig.LeaderElectionConfiguration) []error {
-	if !c.LeaderElect {
-		return nil
-	}
-	var errs []error
-	if c.ResourceLock != resourcelock.LeasesResourceLock {
-		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %q, got %q", resourcelock.LeasesResourceLock, c.ResourceLock))
-	}
-	if c.ResourceName == "" || c.ResourceNamespace == "" {
-		errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
-	}
-	lease, renew, retry := c.LeaseDuration.Duration, c.RenewDeadline.Duration, c.RetryPeriod.Duration
-	if lease <= renew {
-		errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", lease, renew))
-	}
-	if renew <= time.Duration(leaderelection.JitterFactor*float64(retry)) {
-		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than %.1f x --leader-elect-retry-period (%s)", renew, leaderelection.JitterFactor, retry))
-	}
-	return errs
 }
 
 // runControllers runs what writes -- the copy engine -- until ctx is done

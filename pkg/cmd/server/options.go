@@ -26,6 +26,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apiserver"
 	"github.com/courier-dev/courier/pkg/engine"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
+	"github.com/courier-dev/courier/pkg/leaderelect"
 )
 
 func init() {
@@ -150,7 +151,7 @@ func (o *Options) Validate() error {
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}
-	errs = append(errs, validateLeaderElection(o.LeaderElection)...)
+	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }
