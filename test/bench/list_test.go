@@ -30,7 +30,11 @@ type listResult struct {
 	rowTimes, cmTimes []time.Duration
 	// directTimes are lists of the rows from Courier itself, not through
 	// the aggregator (a diagnostic: what the aggregator's hop adds).
-	directTimes          []time.Duration
+	directTimes []time.Duration
+	// wire says how each list arrived when the client asks for gzip
+	// itself (Content-Encoding and bytes on the wire): whether the
+	// aggregator passes Courier's compression through.
+	wire                 string
 	rowMedian, cmMedian  time.Duration
 	setup                time.Duration // creating the ConfigMaps
 	rowPath, configMapNS string
@@ -157,6 +161,8 @@ func (s *scaleRun) list() {
 			res.directTimes = append(res.directTimes, time.Since(t0))
 		}
 	}
+	res.wire = fmt.Sprintf("through the aggregator %s; ConfigMaps %s; straight from Courier %s",
+		wireEncoding(ctx, t, hc, base+res.rowPath), wireEncoding(ctx, t, hc, base+cmPath), wireEncoding(ctx, t, direct, courier.Config.Host+res.rowPath))
 	if got := countItems(t, cms); got != res.items {
 		t.Fatalf("listed %d ConfigMaps, want %d", got, res.items)
 	}
@@ -198,4 +204,29 @@ func countItems(t *testing.T, body []byte) int {
 		t.Fatalf("decoding a list: %v", err)
 	}
 	return len(list.Items)
+}
+
+// wireEncoding GETs url as JSON asking for gzip itself, so that Go's
+// transport hands over the body as it came, and describes it.
+func wireEncoding(ctx context.Context, t *testing.T, hc *http.Client, url string) string {
+	req, err := newGet(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := resp.Header.Get("Content-Encoding")
+	if enc == "" {
+		enc = "identity"
+	}
+	return fmt.Sprintf("%s, %d bytes on the wire, %s", enc, n, resp.Proto)
 }

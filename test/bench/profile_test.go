@@ -12,9 +12,9 @@ import (
 )
 
 // profileDir is COURIER_BENCH_PROFILE: when set, the benchmark saves
-// Courier's pprof profiles there (a CPU profile over the first round of a
-// change of every source at each N, a heap profile while it holds the
-// copies), read from Courier's /debug/pprof as the upstream admin. Unset,
+// Courier's pprof profiles there (CPU profiles over a new HelmOp and the
+// first round of a change of every source and of one source at each N, a
+// heap profile while it holds the copies), read from Courier's /debug/pprof as the upstream admin. Unset,
 // nothing is fetched and the figures are not disturbed by profiling.
 func profileDir() string { return os.Getenv("COURIER_BENCH_PROFILE") }
 

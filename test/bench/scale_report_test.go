@@ -125,9 +125,9 @@ func (s *scaleRun) report() {
 	if ls := s.listing; ls != nil {
 		results.note("N=%d, lists (JSON, unpaged, %d timed each, alternating, after one untimed): %s through the aggregator, %d bytes, times %s; "+
 			"/api/v1/namespaces/%s/configmaps, %d bytes, times %s; the %d ConfigMaps took %s to create; "+
-			"the rows straight from Courier (no aggregator; after the others): median %s, times %s",
+			"the rows straight from Courier (no aggregator; after the others): median %s, times %s; asked for gzip: %s",
 			n, listRepeats, ls.rowPath, ls.rowBytes, durations(ls.rowTimes), ls.configMapNS, ls.cmBytes, durations(ls.cmTimes), ls.items,
-			ls.setup.Round(100*time.Millisecond), dur(fleetsim.Percentile(ls.directTimes, 50)), durations(ls.directTimes))
+			ls.setup.Round(100*time.Millisecond), dur(fleetsim.Percentile(ls.directTimes, 50)), durations(ls.directTimes), ls.wire)
 	}
 }
 

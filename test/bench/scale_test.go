@@ -204,6 +204,7 @@ func (s *scaleRun) newHelmOp() {
 		op.Spec.Targets = append(op.Spec.Targets, target)
 	}
 	win := s.openWindow()
+	finishProfile := startCPUProfile(t, fmt.Sprintf("cpu-%d-new-helmop.pprof", l.n), profileSeconds(t))
 	t0 := time.Now()
 	if _, err := s.fc.FleetV1alpha1().HelmOps(l.workspace()).Create(ctx, op, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -216,6 +217,7 @@ func (s *scaleRun) newHelmOp() {
 	waitSynced(t, s.fc, l.workspace(), l.n*sourcesPerOp, l.budget())
 	waitIdle(t, s.pid, l.budget())
 	s.closeWindow(win, "new HelmOp")
+	finishProfile()
 
 	time.Sleep(limiterRefill)
 	t0 = time.Now()
@@ -254,8 +256,8 @@ func (s *scaleRun) rounds(r int) {
 			if st.side == sideCourier {
 				win := s.openWindow()
 				finishProfile := func() {}
-				if round == 1 && st.kind == kindAll {
-					finishProfile = startCPUProfile(t, fmt.Sprintf("cpu-%d-every-source.pprof", l.n), profileSeconds(t))
+				if round == 1 {
+					finishProfile = startCPUProfile(t, fmt.Sprintf("cpu-%d-%s.pprof", l.n, strings.ReplaceAll(st.kind, " ", "-")), profileSeconds(t))
 				}
 				t0 := updateSources(t, s.up, l.workspace(), names, value)
 				if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
