@@ -91,6 +91,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 	}
 
 	info := genericapiserver.NewDefaultAPIGroupInfo(courier.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	info.NegotiatedSerializer = newRowEncodings(Codecs)
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID),
