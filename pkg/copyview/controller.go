@@ -12,6 +12,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -46,6 +47,13 @@ type Controller struct {
 	helmOps cache.Indexer
 	store   *memstore.Store[*courier.DownstreamCopy]
 	engine  Engine // nil when no copy engine runs
+	// recorder receives a Warning Event on a HelmOp for each targeting
+	// problem when it first appears (reportProblems); nil records none.
+	recorder record.EventRecorder
+	// leading says whether this replica records those Events: only the
+	// leader does, so that the replicas (each runs the view) do not record
+	// every problem once each.
+	leading atomic.Bool
 	synced  []cache.InformerSynced
 	queue   workqueue.TypedRateLimitingInterface[string]
 	now     func() time.Time
@@ -88,8 +96,23 @@ type helmOpRows struct {
 	// keys are the row keys it has in the store: true for its wanted rows
 	// (computed), false for the rows of its leftover copies.
 	keys map[string]bool
-	// problems are its targeting problems already logged.
+	// problems are its current targeting problems, each logged once when
+	// it appeared.
 	problems map[string]bool
+	// warned are those of its problems this replica recorded an Event for
+	// (while leading).
+	warned map[string]bool
+}
+
+// Events is how the controller records Warning Events on HelmOps about
+// their targeting problems.
+type Events struct {
+	// Recorder receives the Events; nil records none (the problems are
+	// still logged).
+	Recorder record.EventRecorder
+	// Follower starts the controller not recording until SetLeading(true).
+	// With leader election only the leader records them.
+	Follower bool
 }
 
 type phaseSince struct {
@@ -100,12 +123,15 @@ type phaseSince struct {
 // NewController returns a controller that keeps the rows in store up to
 // date as the informers report changes. It adds ListedIndex to the HelmOp
 // informer, so it must be called before that informer starts. engine may
-// be nil: the rows then show what the view alone can tell.
-func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, informers Informers) (*Controller, error) {
+// be nil: the rows then show what the view alone can tell. events says
+// where the Warning Events about HelmOps' targeting problems go.
+func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, informers Informers, events Events) (*Controller, error) {
 	if err := informers.HelmOps.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
 		return nil, err
 	}
 	c := newController(inputs, store, engine, informers.HelmOps.GetIndexer())
+	c.recorder = events.Recorder
+	c.leading.Store(!events.Follower)
 	for _, h := range []struct {
 		inf     cache.SharedIndexInformer
 		handler cache.ResourceEventHandler
@@ -131,7 +157,7 @@ func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 // newController returns a controller without informers; helmOps is an
 // indexer of HelmOps with ListedIndex.
 func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, helmOps cache.Indexer) *Controller {
-	return &Controller{
+	c := &Controller{
 		inputs:  inputs,
 		helmOps: helmOps,
 		store:   store,
@@ -147,6 +173,30 @@ func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		rowCluster:  map[string]types.NamespacedName{},
 		clock:       clock.RealClock{},
 		deadlines:   map[types.NamespacedName]deadline{},
+	}
+	c.leading.Store(true)
+	return c
+}
+
+// SetLeading says whether this replica records the Warning Events about
+// targeting problems; leader election switches it. A replica that starts
+// leading records, for every HelmOp, the problems it has not recorded
+// itself: the previous leader may have, but an Event twice after a
+// failover is better than none when the previous leader did not.
+func (c *Controller) SetLeading(leading bool) {
+	if c.leading.Swap(leading) == leading || !leading || c.recorder == nil {
+		return
+	}
+	var ops []types.NamespacedName
+	c.mu.Lock()
+	for op, st := range c.rows {
+		if len(st.warned) < len(st.problems) {
+			ops = append(ops, op)
+		}
+	}
+	c.mu.Unlock()
+	for _, op := range ops {
+		c.enqueue(op)
 	}
 }
 

@@ -102,10 +102,18 @@ type fixture struct {
 // newFixture builds a controller over objs and runs its first pass.
 func newFixture(t testing.TB, objs ...any) *fixture {
 	t.Helper()
+	return newRecordingFixture(t, Events{}, objs...)
+}
+
+// newRecordingFixture is newFixture recording Events as events says.
+func newRecordingFixture(t testing.TB, events Events, objs ...any) *fixture {
+	t.Helper()
 	f := &fixture{t: t, caches: newCaches(t, objs...), engine: newFakeEngine(),
 		store: memstore.New[*courier.DownstreamCopy](memstore.WithInitialResourceVersion(1000))}
 	_, f.ctx = ktesting.NewTestContext(t)
 	f.c = newController(f.caches.inputs(), f.store, f.engine, f.caches.helmOps)
+	f.c.recorder = events.Recorder
+	f.c.leading.Store(!events.Follower)
 	if err := f.c.queueAll(); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func TestRun(t *testing.T) {
 		secrets: infs.Secrets.GetIndexer(), configMaps: infs.ConfigMaps.GetIndexer()}
 	store := memstore.New[*courier.DownstreamCopy]()
 	engine := newFakeEngine()
-	c, err := NewController(caches.inputs(), store, engine, infs)
+	c, err := NewController(caches.inputs(), store, engine, infs, Events{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,21 @@ package copyview
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/targeting"
 )
 
 // syncHelmOp brings one HelmOp's rows up to date: it computes them, hands
@@ -23,11 +28,13 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 	obj, err := c.inputs.HelmOps.HelmOps(op.Namespace).Get(op.Name)
 	var rows []*courier.DownstreamCopy
 	var problems []Problem
+	var helmOp *fleet.HelmOp
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return err
 	default:
+		helmOp = obj
 		if rows, problems, err = ComputeHelmOp(c.inputs, obj); err != nil {
 			return err
 		}
@@ -51,11 +58,12 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 
 	c.mu.Lock()
 	st := c.rowsLocked(op)
-	c.logNewProblemsLocked(ctx, st, op, problems)
+	fresh, warn := c.newProblemsLocked(st, problems)
 	gone := c.setKeysLocked(op, st, rows, left, true)
 	c.stampLocked(rows)
 	c.stampLocked(left)
 	c.mu.Unlock()
+	c.reportProblems(ctx, op, helmOp, fresh, warn)
 
 	// New rows first, then the ones that went: a list in between never
 	// misses a row the HelmOp has.
@@ -125,7 +133,7 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 func (c *Controller) rowsLocked(op types.NamespacedName) *helmOpRows {
 	st := c.rows[op]
 	if st == nil {
-		st = &helmOpRows{keys: map[string]bool{}, problems: map[string]bool{}}
+		st = &helmOpRows{keys: map[string]bool{}, problems: map[string]bool{}, warned: map[string]bool{}}
 		c.rows[op] = st
 	}
 	return st
@@ -185,18 +193,103 @@ func (c *Controller) stampLocked(rows []*courier.DownstreamCopy) {
 	}
 }
 
-// logNewProblemsLocked logs each targeting problem of a HelmOp once, when
-// it first appears, rather than on every sync.
-func (c *Controller) logNewProblemsLocked(ctx context.Context, st *helmOpRows, op types.NamespacedName, problems []Problem) {
+// newProblemsLocked records a HelmOp's current targeting problems. It
+// returns those that were not there at its last sync, to be logged (each
+// once, when it appears, rather than on every sync), and those to record
+// an Event for: while this replica leads (and has a recorder), each it has
+// not recorded one for yet. Reading leading under c.mu orders it with
+// SetLeading's look at the problems: a problem not recorded because the
+// replica did not lead yet is seen there and its HelmOp synced again.
+func (c *Controller) newProblemsLocked(st *helmOpRows, problems []Problem) (fresh, warn []Problem) {
+	recording := c.recorder != nil && c.leading.Load()
 	current := make(map[string]bool, len(problems))
+	warned := map[string]bool{}
 	for _, p := range problems {
 		key := p.Err.Error()
+		if current[key] {
+			continue
+		}
 		current[key] = true
 		if !st.problems[key] {
-			klog.FromContext(ctx).Info("HelmOp target matches no cluster", "helmop", op, "problem", key)
+			fresh = append(fresh, p)
+		}
+		switch {
+		case st.warned[key]:
+			warned[key] = true
+		case recording:
+			warned[key] = true
+			warn = append(warn, p)
 		}
 	}
-	st.problems = current
+	st.problems, st.warned = current, warned
+	return fresh, warn
+}
+
+// Reasons of the Warning Events recorded on a HelmOp for its targeting
+// problems (docs/troubleshooting.md).
+const (
+	// ReasonInvalidTarget: a target's clusterSelector or
+	// clusterGroupSelector, or the spec.selector of a ClusterGroup it
+	// consults, does not parse.
+	ReasonInvalidTarget = "InvalidTarget"
+	// ReasonTargetWithoutCriteria: a target sets none of clusterName,
+	// clusterSelector, clusterGroup and clusterGroupSelector (Fleet's rule:
+	// it matches no cluster).
+	ReasonTargetWithoutCriteria = "TargetWithoutCriteria"
+)
+
+// maxEventMessage caps a problem's Event message: a selector's error
+// quotes the value that did not parse, which may be long.
+const maxEventMessage = 1024
+
+// reportProblems logs the targeting problems that newly appeared on a
+// HelmOp (fresh) and records a Warning Event on it for each of warn: a
+// target whose selector does not parse has no row to show it on, and an
+// Event is what `kubectl describe helmop` and `kubectl get events` show.
+// The message names the target and the problem (a selector's parse
+// error); selectors are not secret. op is nil when the HelmOp is gone (it
+// then has no problems).
+func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedName, op *fleet.HelmOp, fresh, warn []Problem) {
+	for _, p := range fresh {
+		klog.FromContext(ctx).Info("HelmOp target matches no cluster", "helmop", key, "problem", p.Err.Error())
+	}
+	if op == nil {
+		return
+	}
+	for _, p := range warn {
+		// ErrNoCriteria says already that the target matches no cluster.
+		msg, reason := p.Err.Error(), ReasonTargetWithoutCriteria
+		if !errors.Is(p.Err, targeting.ErrNoCriteria) {
+			reason, msg = ReasonInvalidTarget, msg+"; the target matches no cluster"
+		}
+		c.recorder.Event(helmOpRef(op), corev1.EventTypeWarning, reason, truncate(msg, maxEventMessage))
+	}
+}
+
+// helmOpRef is the object a HelmOp's Events are recorded on: a reference,
+// since Fleet's types are not in the scheme the recorder is built with.
+func helmOpRef(op *fleet.HelmOp) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion:      fleet.SchemeGroupVersion.String(),
+		Kind:            "HelmOp",
+		Namespace:       op.Namespace,
+		Name:            op.Name,
+		UID:             op.UID,
+		ResourceVersion: op.ResourceVersion,
+	}
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary, ending in "..."
+// when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 func rowKey(r *courier.DownstreamCopy) string { return r.Namespace + "/" + r.Name }

@@ -26,6 +26,15 @@ func FuzzKubeconfig(f *testing.F) {
 	f.Add([]byte("users:\n- name: u\n  user:\n    auth-provider: {name: gcp}\n"))
 	f.Add([]byte("clusters:\n- name: c\n  cluster: {server: 'https://x', certificate-authority: /etc/passwd}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\nusers:\n- name: u\n  user: {tokenFile: /var/run/secrets/token}\n"))
 	f.Add([]byte("current-context: missing\n"))
+	// A token (or password) that starts with '*' is a YAML alias: the
+	// parser quotes it without the '*', and with only the name's
+	// characters ("tok-..." of "*tok-...?x").
+	f.Add([]byte("users:\n- name: u\n  user:\n    token: *" + fakeToken + "\n"))
+	f.Add([]byte("users:\n- name: u\n  user:\n    token: *" + fakeToken + "?x\n"))
+	// A value written with escapes is quoted decoded: "tok\x2d..." is
+	// "tok-..." in the message.
+	f.Add([]byte(`current-context: "` + strings.Replace(fakeToken, "-", `\x2d`, 1) + `"` + "\n"))
+	f.Add([]byte(`{"current-context": "` + strings.Replace(fakeToken, "-", `\u002d`, 1) + `"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var built *rest.Config
 		c := &Cache{o: Options{WatchSelector: managed, NewClientset: func(cfg *rest.Config) (Clientset, error) {

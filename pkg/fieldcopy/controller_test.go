@@ -559,3 +559,61 @@ func TestWriteErrorsNameNoValues(t *testing.T) {
 		t.Errorf("other errors: %q", got)
 	}
 }
+
+// TestWriteErrorBadRequest checks that a 400 BadRequest never shows the
+// API server's text, which quotes the request body and the values in it
+// (the kube-apiserver's own templates below), whatever the target's kind,
+// and that the causes Courier recognises are named in its own words. The
+// Forbidden case is the positive control: the same function shows the
+// server's text where it holds no value.
+func TestWriteErrorBadRequest(t *testing.T) {
+	const hidden = " (its message is not shown: it can quote the values written)"
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{
+			name: "an object where a string belongs (a path through a ConfigMap's data)",
+			err:  apierrors.NewBadRequest(`ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal object into Go struct field ConfigMap.data of type string`),
+			want: "the API server answered 400 BadRequest: a value written does not have the type the target's kind has at that field (an object where a string belongs, say)" + hidden,
+		},
+		{
+			name: "a number quoted by the decoder",
+			err:  apierrors.NewBadRequest(`FederatedSecret in version "v1" cannot be handled as a FederatedSecret: json: cannot unmarshal number 8675309867530986753098 into Go struct field .spec.replicas of type int32`),
+			want: "the API server answered 400 BadRequest: a value written does not have the type the target's kind has at that field (an object where a string belongs, say)" + hidden,
+		},
+		{
+			name: "the body quoted",
+			err:  apierrors.NewBadRequest(`the object provided is unrecognized (must be of type Secret): couldn't get version/kind; json parse error: unexpected end of JSON input ({"data":{"k":"czNjcjN0LXZhbHVl ...)`),
+			want: "the API server answered 400 BadRequest: the API server could not decode the target as its kind" + hidden,
+		},
+		{
+			name: "nested too deep",
+			err:  apierrors.NewBadRequest(`FederatedSecret in version "v1" cannot be handled as a FederatedSecret: exceeded max depth of 10000`),
+			want: "the API server answered 400 BadRequest: the object is nested deeper than the API server decodes" + hidden,
+		},
+		{
+			name: "a cause Courier does not know",
+			err:  apierrors.NewBadRequest(`admission webhook "check.example.dev" denied the request: value s3cr3t-value is not allowed`),
+			want: "the API server answered 400 BadRequest" + hidden,
+		},
+		{
+			name: "Forbidden: the server's text is shown",
+			err:  apierrors.NewForbidden(fedGVR.GroupResource(), "fs", fmt.Errorf("no update")),
+			want: `federatedsecrets.example.dev "fs" is forbidden: no update`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := writeError(tc.err)
+			if got != tc.want {
+				t.Errorf("writeError = %q, want %q", got, tc.want)
+			}
+			for _, value := range []string{"s3cr3t", "czNjcjN0", "8675309", "ConfigMap.data"} {
+				if strings.Contains(got, value) {
+					t.Errorf("writeError quotes %q: %q", value, got)
+				}
+			}
+		})
+	}
+}

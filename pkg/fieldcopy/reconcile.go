@@ -3,6 +3,7 @@ package fieldcopy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -382,6 +383,39 @@ func writeError(err error) string {
 			}
 		}
 		return fmt.Sprintf("the API server rejected the object as invalid at %v", fields)
+	case metav1.StatusReasonBadRequest:
+		return badRequestMessage(s.Message)
 	}
 	return fmt.Sprintf("the API server answered %d %s", s.Code, s.Reason)
+}
+
+// badRequestMessage describes a 400 BadRequest answer without its text.
+// The kube-apiserver builds that text from the request body: a body it
+// cannot decode is quoted ("the object provided is unrecognized ...
+// (<its first 30 bytes>)"), and the decoders' errors quote values (a
+// number that overflows, a time that does not parse, a string given a
+// ",string" field). The body is the target with the values written, which
+// may come from a Secret whatever the target's kind: a row (or a log
+// line) must never carry them (DESIGN §5). So the text is never shown, for
+// no kind of target, and neither cut nor filtered (a filter would have to
+// know every form a value can be quoted in). What is shown instead is
+// Courier's own text for the causes it recognises in the server's: only
+// fixed phrases are looked for and only Courier's text comes out, so a
+// value in the answer cannot reach the row (at worst it makes Courier pick
+// a wrong cause). Paths too deep to be real fields never get here:
+// rules.MaxPathSegments makes their rules Invalid.
+func badRequestMessage(serverText string) string {
+	const prefix = "the API server answered 400 BadRequest"
+	const hidden = " (its message is not shown: it can quote the values written)"
+	for _, c := range []struct{ phrase, cause string }{
+		{"exceeded max depth", "the object is nested deeper than the API server decodes"},
+		{"cannot unmarshal", "a value written does not have the type the target's kind has at that field (an object where a string belongs, say)"},
+		{"cannot be handled as a", "the API server could not decode the target as its kind"},
+		{"the object provided is unrecognized", "the API server could not decode the target as its kind"},
+	} {
+		if strings.Contains(serverText, c.phrase) {
+			return prefix + ": " + c.cause + hidden
+		}
+	}
+	return prefix + hidden
 }

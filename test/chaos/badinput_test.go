@@ -79,8 +79,9 @@ type badInput struct {
 // testBadInput is scenario 4: at least 25 kinds of bad input, each
 // applied, then read back as a user sees it (a row's phase and message, a
 // refusal by the kube-apiserver, or, for an unparsable selector, no row
-// and Courier's log line). Courier's pid must never change; the simulated
-// fleet and a well-formed HelmOp beside the bad ones must still sync.
+// and the Warning Event on the HelmOp). Courier's pid must never change;
+// the simulated fleet and a well-formed HelmOp beside the bad ones must
+// still sync.
 func testBadInput(t *testing.T, f *fleetRun) {
 	ctx := context.Background()
 	pid := courier.Pid()
@@ -302,29 +303,35 @@ func (b *badInput) raw(group, name, opName, spec string) {
 		observe: b.helmOpRows(opName)})
 }
 
-// logged observes a HelmOp with a target whose selector does not parse:
-// such a target has no row to show it on, so what a user sees is Courier's
-// log line about it (and the rows of the HelmOp's valid target).
-func (b *badInput) logged(opName string) func(context.Context) (string, bool) {
+// warned observes a HelmOp with a target whose selector does not parse:
+// such a target has no row to show it on, so what a user sees is the
+// Warning Event Courier records on the HelmOp, once (and the rows of the
+// HelmOp's valid target).
+func (b *badInput) warned(opName string) func(context.Context) (string, bool) {
 	return func(ctx context.Context) (string, bool) {
 		rows, settled := b.rows(ctx, "spec.helmOp="+opName)
-		data, err := os.ReadFile(courier.LogPath)
+		list, err := b.up.CoreV1().Events(badWS).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=HelmOp,involvedObject.name=" + opName + ",type=Warning"})
 		if err != nil {
 			return err.Error(), false
 		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, `helmop="`+badWS+"/"+opName+`"`) && strings.Contains(line, "HelmOp target matches no cluster") {
-				_, msg, _ := strings.Cut(line, "] ")
-				return "no row for the target; Courier logs once: " + shorten(msg, 220) + "; the valid target's row: " + rows, settled
-			}
+		if len(list.Items) == 0 {
+			return "no Event yet; rows: " + rows, false
 		}
-		return "no log line yet; rows: " + rows, false
+		var parts []string
+		for _, e := range list.Items {
+			parts = append(parts, fmt.Sprintf("%s (count %d): %s", e.Reason, max(e.Count, 1), shorten(e.Message, 220)))
+		}
+		sort.Strings(parts)
+		return "no row for the target; Warning Event on the HelmOp: " + strings.Join(parts, " | ") + "; the valid target's row: " + rows, settled
 	}
 }
 
-// loggedOK accepts a logged outcome whose valid target synced.
-func loggedOK(seen string) bool {
-	return strings.HasPrefix(seen, "no row for the target") && strings.HasSuffix(seen, "row: Synced: the copy matches its source")
+// warnedOK accepts one InvalidTarget Event, recorded once, beside a valid
+// target that synced.
+func warnedOK(seen string) bool {
+	return strings.HasPrefix(seen, "no row for the target; Warning Event on the HelmOp: InvalidTarget (count 1): ") &&
+		!strings.Contains(seen, " | ") && strings.HasSuffix(seen, "row: Synced: the copy matches its source")
 }
 
 func op(name string, res []fleet.DownstreamResource, targets ...fleet.BundleTarget) *fleet.HelmOp {
@@ -412,7 +419,7 @@ func (b *badInput) helmOpCases(t *testing.T) {
 				_, err := b.f.fc.FleetV1alpha1().HelmOps(badWS).Create(ctx, o, metav1.CreateOptions{})
 				return err
 			},
-			observe: b.logged(c.op), ok: loggedOK})
+			observe: b.warned(c.op), ok: warnedOK})
 	}
 	grp := &fleet.ClusterGroup{ObjectMeta: metav1.ObjectMeta{Name: "bad-group", Namespace: badWS}, Spec: fleet.ClusterGroupSpec{Selector: &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "set", Operator: "Exists", Values: []string{"x"}}}}}}
@@ -426,7 +433,7 @@ func (b *badInput) helmOpCases(t *testing.T) {
 			_, err := b.f.fc.FleetV1alpha1().HelmOps(badWS).Create(ctx, gop, metav1.CreateOptions{})
 			return err
 		},
-		observe: b.logged("sel-clustergroup"), ok: loggedOK})
+		observe: b.warned("sel-clustergroup"), ok: warnedOK})
 }
 
 // kubeconfig builds a kubeconfig for server with the canary token; mutate
@@ -552,7 +559,7 @@ func (b *badInput) fieldCopyCases(t *testing.T) {
 		map[string]string{key: `json:"` + strings.Repeat("x", fill+1) + `"`}, refused)
 	deep := "data." + strings.Repeat("a.", 5000) + "a"
 	add("destination path 5,000 levels deep (courier.dev/field-copies)", "deep-path",
-		map[string]string{"courier.dev/field-copies": `[{"to":"` + deep + `","from":"json:\"x\""}]`}, fcPhase("Failed", "Invalid"))
+		map[string]string{"courier.dev/field-copies": `[{"to":"` + deep + `","from":"json:\"x\""}]`}, fcPhase("Invalid"))
 	add("json literal nested 20,000 levels", "deep-json",
 		map[string]string{"k8s-copier.fig.org/replace-data.x": "json:" + strings.Repeat("[", 20000) + strings.Repeat("]", 20000)}, fcPhase("Invalid"))
 	add("source path with an unclosed bracket", "bracket",

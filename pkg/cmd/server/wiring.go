@@ -165,6 +165,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		ClusterGroups: fleet.ClusterGroups().Informer(),
 		Secrets:       secrets.Informer(),
 		ConfigMaps:    configMaps.Informer(),
+	}, copyview.Events{
+		Recorder: v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
+		Follower: o.LeaderElection.LeaderElect,
 	})
 	if err != nil {
 		return nil, err
@@ -196,6 +199,7 @@ func (v *views) start(ctx context.Context) {
 // loses the Lease.
 func (v *views) setLeading(leading bool) {
 	v.engine.SetLeading(leading)
+	v.controller.SetLeading(leading)
 	if v.fieldCopy != nil {
 		v.fieldCopy.SetLeading(leading)
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -35,7 +36,8 @@ type Rule struct {
 	Destination Path
 	Mode        courier.FieldCopyMode
 	Value       Value
-	// Err says why the rule is Invalid.
+	// Err says why the rule is Invalid. It does not name Origin: whoever
+	// shows it does (the row's message is "<Origin>: <Err>").
 	Err error
 }
 
@@ -141,7 +143,7 @@ func listRules(val string) []Rule {
 			Origin:          FieldCopiesAnnotation,
 			DestinationText: FieldCopiesAnnotation,
 			Mode:            courier.FieldCopyModeReplace,
-			Err:             fmt.Errorf("%s is not a JSON list of {\"to\", \"from\", \"mode\"}: %v", FieldCopiesAnnotation, err),
+			Err:             fmt.Errorf("not a JSON list of {\"to\", \"from\", \"mode\"}: %v", err),
 		}}
 	}
 	out := make([]Rule, 0, len(raw))
@@ -150,7 +152,7 @@ func listRules(val string) []Rule {
 		r := Rule{Origin: origin, DestinationText: origin, Mode: courier.FieldCopyModeReplace}
 		var e fieldCopyEntry
 		if err := json.Unmarshal(item, &e); err != nil {
-			r.Err = fmt.Errorf("%s: not an object {\"to\", \"from\", \"mode\"}: %v", origin, err)
+			r.Err = fmt.Errorf("not an object {\"to\", \"from\", \"mode\"}: %v", err)
 			out = append(out, r)
 			continue
 		}
@@ -162,7 +164,7 @@ func listRules(val string) []Rule {
 		dec := json.NewDecoder(strings.NewReader(string(item)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&fieldCopyEntry{}); err != nil {
-			r.Err = fmt.Errorf("%s: %v (fields are \"to\", \"from\" and \"mode\")", origin, err)
+			r.Err = fmt.Errorf("%v (fields are \"to\", \"from\" and \"mode\")", err)
 			out = append(out, r)
 			continue
 		}
@@ -171,19 +173,16 @@ func listRules(val string) []Rule {
 		case "merge":
 			r.Mode = courier.FieldCopyModeMerge
 		default:
-			r.Err = fmt.Errorf("%s: mode %q is neither \"replace\" nor \"merge\"", origin, e.Mode)
+			r.Err = fmt.Errorf("mode %q is neither \"replace\" nor \"merge\"", e.Mode)
 		}
 		switch {
 		case r.Err != nil:
 		case e.To == nil:
-			r.Err = fmt.Errorf("%s: missing \"to\"", origin)
+			r.Err = errors.New(`missing "to"`)
 		case e.From == nil:
-			r.Err = fmt.Errorf("%s: missing \"from\"", origin)
+			r.Err = errors.New(`missing "from"`)
 		default:
 			r.Destination, r.Value, r.Err = parseRule(*e.To, *e.From)
-			if r.Err != nil {
-				r.Err = fmt.Errorf("%s: %w", origin, r.Err)
-			}
 		}
 		out = append(out, r)
 	}

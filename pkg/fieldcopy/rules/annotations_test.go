@@ -36,6 +36,10 @@ func TestParseAnnotations(t *testing.T) {
 		replace = courier.FieldCopyModeReplace
 		merge   = courier.FieldCopyModeMerge
 	)
+	// deep is the chaos catalogue's path 5,000 levels deep; deepest is as
+	// deep as a path may be (the positive control).
+	deep := "data." + strings.Repeat("a.", 5000) + "a"
+	deepest := "data." + strings.Repeat("a.", MaxPathSegments-2) + "a"
 	for _, tc := range []struct {
 		name string
 		ann  map[string]string
@@ -100,6 +104,15 @@ func TestParseAnnotations(t *testing.T) {
 			{Origin: "k8s-copier.fig.org/replace-", Dst: "", Mode: replace, Err: "empty path"},
 			{Origin: "k8s-copier.fig.org/replace-kind", Dst: "kind", Mode: replace, Err: "may not write kind"},
 			{Origin: "k8s-copier.fig.org/replace-metadata.name", Dst: "metadata.name", Mode: replace, Err: "may not write metadata"},
+		}},
+		{name: "paths too deep", ann: map[string]string{
+			FieldCopiesAnnotation: `[{"to":"` + deep + `","from":"json:\"x\""},
+				{"to":"data.x","from":"secret:s:` + deep + `"},
+				{"to":"` + deepest + `","from":"secret:s:` + deepest + `"}]`,
+		}, want: []summary{
+			{Origin: "courier.dev/field-copies[2]", Dst: deepest, Mode: replace, Value: "secret:s:" + deepest},
+			{Origin: "courier.dev/field-copies[0]", Dst: deep, Mode: replace, Err: "destination: path has 5002 segments; at most 100"},
+			{Origin: "courier.dev/field-copies[1]", Dst: "data.x", Mode: replace, Err: "SRC-PATH: path has 5002 segments; at most 100"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,9 +27,22 @@ import (
 // that runs into a list is reported when the rule is applied.
 type Path []string
 
+// MaxPathSegments is the most segments a path may have, source or
+// destination. No field of a Kubernetes object is nested anywhere near as
+// deep: the deepest fields of the built-in kinds are about 15 levels down,
+// and CRDs' rarely more than 30. A longer path is a mistake (or an attempt
+// to make Courier build and send huge nested objects): a write there
+// builds an object nested as deep, which the kube-apiserver's decoders
+// refuse past 10,000 levels and which its schema for the kind refuses
+// (with a 400 BadRequest whose text Courier cannot show, see writeError in
+// package fieldcopy) long before. Refused when parsing, the rule is
+// Invalid with a message saying so, before anything is read or written.
+const MaxPathSegments = 100
+
 // ParsePath parses the text syntax described on Path. It rejects empty
-// paths and segments, unbalanced or nested brackets, and a segment that
-// follows a bracketed key without a ".".
+// paths and segments, unbalanced or nested brackets, a segment that
+// follows a bracketed key without a ".", and paths of more than
+// MaxPathSegments segments.
 func ParsePath(s string) (Path, error) {
 	if s == "" {
 		return nil, fmt.Errorf("empty path")
@@ -81,6 +94,10 @@ func ParsePath(s string) (Path, error) {
 			i += end
 			needSep = true
 		}
+	}
+	if len(p) > MaxPathSegments {
+		// Not quoted: such a path is long.
+		return nil, fmt.Errorf("path has %d segments; at most %d", len(p), MaxPathSegments)
 	}
 	return p, nil
 }

@@ -31,8 +31,17 @@ func TestParsePath(t *testing.T) {
 		{in: "a.[b]", wantErr: "write a[b] rather than a.[b]"},
 		{in: "a[b]c", wantErr: "after a bracketed key"},
 		{in: "a[b]]", wantErr: "no matching"},
+		// The limit: MaxPathSegments segments parse, one more does not.
+		{in: strings.Repeat("a.", MaxPathSegments-1) + "a", want: Path(strings.Split(strings.Repeat("a.", MaxPathSegments-1)+"a", "."))},
+		{in: strings.Repeat("a.", MaxPathSegments) + "a", wantErr: "path has 101 segments; at most 100"},
+		{in: strings.Repeat("[a.b]", MaxPathSegments+1), wantErr: "path has 101 segments; at most 100"},
+		{in: "data." + strings.Repeat("a.", 5000) + "a", wantErr: "path has 5002 segments; at most 100"},
 	} {
-		t.Run(tc.in, func(t *testing.T) {
+		name := tc.in
+		if len(name) > 40 {
+			name = name[:40] + "..."
+		}
+		t.Run(name, func(t *testing.T) {
 			got, err := ParsePath(tc.in)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -68,10 +77,11 @@ func TestPathString(t *testing.T) {
 }
 
 // FuzzParsePath checks that ParsePath never panics, never returns an empty
-// path or segment, and that the canonical text of what it returns parses
-// back to the same path.
+// path or segment or a path over MaxPathSegments, and that the canonical
+// text of what it returns parses back to the same path.
 func FuzzParsePath(f *testing.F) {
-	for _, s := range []string{"spec.template.data", "data[tls.crt]", "a.b[c.d].e", "[x]", "a..b", "a[b", "a]"} {
+	for _, s := range []string{"spec.template.data", "data[tls.crt]", "a.b[c.d].e", "[x]", "a..b", "a[b", "a]",
+		strings.Repeat("a.", MaxPathSegments-1) + "a", strings.Repeat("a.", MaxPathSegments) + "a"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -82,8 +92,8 @@ func FuzzParsePath(f *testing.F) {
 			}
 			return
 		}
-		if len(p) == 0 {
-			t.Fatalf("ParsePath(%q) returned an empty path", s)
+		if len(p) == 0 || len(p) > MaxPathSegments {
+			t.Fatalf("ParsePath(%q) returned a path of %d segments", s, len(p))
 		}
 		for _, seg := range p {
 			if seg == "" || strings.ContainsAny(seg, "[]") {
