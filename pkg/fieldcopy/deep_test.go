@@ -13,6 +13,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -84,6 +85,46 @@ func TestDeepPathsAreInvalidBeforeAnyWrite(t *testing.T) {
 			slices.Sort(rows)
 			if !slices.Equal(rows, tc.rows) {
 				t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(rows, "\n"), strings.Join(tc.rows, "\n"))
+			}
+		})
+	}
+}
+
+// Only the leader records Warning Events: a follower computes the same
+// Invalid row (the positive control that it saw the problem) and records
+// nothing, so two replicas do not record each problem twice.
+func TestOnlyTheLeaderRecordsEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		follower bool
+		events   int
+	}{
+		{"leader", false, 1},
+		{"follower", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := fed("ns1", "fs", map[string]string{"courier.dev/field-copies": "not a JSON list"}, map[string]any{})
+			target.SetResourceVersion("1")
+			client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{secretsGVR: "SecretList", fedGVR: "FederatedSecretList"}, target.DeepCopy())
+			store := memstore.New[*courier.FieldCopy]()
+			recorder := record.NewFakeRecorder(10)
+			c := NewController(Config{Dynamic: client, Metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+				Resolver: fakeResolver{}, Store: store, Targets: []string{"federatedsecrets"}, Recorder: recorder, Follower: tc.follower})
+			if _, err := c.sync(context.Background(), objectKey{GVR: fedGVR, Namespace: "ns1", Name: "fs"}, target, true); err != nil {
+				t.Fatal(err)
+			}
+			items, _ := store.List("", nil)
+			if len(items) != 1 || items[0].Status.Phase != courier.FieldCopyPhaseInvalid {
+				t.Fatalf("rows %+v, want one Invalid row", items)
+			}
+			close(recorder.Events)
+			var got []string
+			for e := range recorder.Events {
+				got = append(got, e)
+			}
+			if len(got) != tc.events || (tc.events > 0 && !strings.HasPrefix(got[0], "Warning FieldCopyInvalid ")) {
+				t.Errorf("events %q, want %d Warning FieldCopyInvalid", got, tc.events)
 			}
 		})
 	}

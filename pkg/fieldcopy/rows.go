@@ -43,8 +43,8 @@ func uniqueName(name, origin string, taken map[string]bool) string {
 }
 
 // publish turns a target's outcomes into rows, stamps their times, emits
-// Warning Events for rules that newly went wrong, and replaces the store's
-// rows.
+// (when leading) Warning Events for rules that newly went wrong, and
+// replaces the store's rows.
 func (c *Controller) publish(ctx context.Context, key objectKey, obj *unstructured.Unstructured, outcomes []*outcome) {
 	now := metav1.NewTime(c.now().Truncate(time.Second))
 	rows := make([]*courier.FieldCopy, 0, len(outcomes))
@@ -102,12 +102,16 @@ func (c *Controller) publish(ctx context.Context, key objectKey, obj *unstructur
 	if !unchanged {
 		all = c.allRowsLocked()
 	}
+	// Every replica computes the rows; only the leader records Events, so
+	// that with two replicas each appears once (a new leader's rows keep
+	// their phases, and the previous leader recorded what went wrong).
+	leading := c.leading
 	c.mu.Unlock()
 
 	if !unchanged {
 		c.cfg.Store.Replace(all)
 	}
-	if c.cfg.Recorder != nil {
+	if c.cfg.Recorder != nil && leading {
 		for _, w := range warnings {
 			c.cfg.Recorder.Event(obj, corev1.EventTypeWarning, w.reason, w.message)
 		}
