@@ -3,8 +3,6 @@ package apiserver
 import (
 	"bytes"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -162,28 +160,14 @@ func TestRowListIsCompressed(t *testing.T) {
 		rows = append(rows, r)
 	}
 	testStore.Replace(rows)
-	get := func(gzip bool) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "/apis/courier.dev/v1alpha1/namespaces/fleet-default/downstreamcopies", nil)
-		req.Header.Set("Accept", "application/json")
-		if gzip {
-			req.Header.Set("Accept-Encoding", "gzip")
-		}
-		req.Header.Set("X-Test-User", "admin")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != http.StatusOK {
-			t.Fatalf("status %d: %.300s", w.Code, w.Body.String())
-		}
-		return w
-	}
-	plain := get(false)
+	plain := listRows(t, h, false)
 	if enc := plain.Header().Get("Content-Encoding"); enc != "" {
 		t.Fatalf("without Accept-Encoding the list came %q", enc)
 	}
 	if n := strings.Count(plain.Body.String(), `"kind":"Secret"`); n != 400 {
 		t.Fatalf("list holds %d rows, want 400", n)
 	}
-	if enc := get(true).Header().Get("Content-Encoding"); enc != "gzip" {
+	if enc := listRows(t, h, true).Header().Get("Content-Encoding"); enc != "gzip" {
 		t.Errorf("with Accept-Encoding: gzip the list came %q, want gzip", enc)
 	}
 }
