@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -90,5 +92,82 @@ func TestStaleCachedCopyUpdate(t *testing.T) {
 			}
 			checkActions(t, "downstream", env.downActions(), tc.wantDown)
 		})
+	}
+}
+
+// An answer about the fallback ServiceAccount older than fallbackTTL is
+// used once more by the pass that finds it, which does not wait, while one
+// request asks again in the background; the pass after that has the new
+// answer. Two passes during the refresh start one request, not two.
+func TestFallbackAnswerRefreshedInTheBackground(t *testing.T) {
+	down := newFakeCluster(true)
+	env := newEnv(t, down)
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	env.e.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	asked := make(chan struct{}, 10)
+	release := make(chan struct{})
+	blocking := false
+	down.kube.PrependReactor("get", "serviceaccounts", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		block := blocking
+		mu.Unlock()
+		asked <- struct{}{}
+		if block {
+			<-release
+		}
+		return false, nil, nil // the tracker answers: NotFound, or the SA once created
+	})
+	cl := down.client()
+	lookup := func() bool {
+		t.Helper()
+		exists, err := env.e.fallbackLookup(env.ctx, cl)()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exists
+	}
+
+	if lookup() || len(asked) != 1 {
+		t.Fatalf("first lookup: want false after one request, got %d requests", len(asked))
+	}
+	<-asked
+	if lookup() || len(asked) != 0 {
+		t.Fatalf("within fallbackTTL the answer must be reused, got %d requests", len(asked))
+	}
+
+	// The ServiceAccount appears; the answer grows old; the cluster is slow.
+	if _, err := down.kube.CoreV1().ServiceAccounts("cattle-fleet-system").Create(env.ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "cattle-fleet-system", Name: FallbackServiceAccount}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(fallbackTTL)
+	blocking = true
+	mu.Unlock()
+	done := make(chan bool, 1)
+	go func() { done <- lookup() }()
+	<-asked // the request has started, and is held until release
+	select {
+	case exists := <-done:
+		if exists {
+			t.Fatal("the pass that finds the old answer must use it (false)")
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the pass that found the old answer waited for the request that asks again")
+	}
+	if lookup() {
+		t.Fatal("a pass during the refresh must use the old answer")
+	}
+	close(release)
+	err := wait.PollUntilContextTimeout(env.ctx, 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return lookup(), nil
+	})
+	if err != nil {
+		t.Fatal("the refreshed answer (true) never arrived")
+	}
+	if n := len(asked); n != 0 {
+		t.Errorf("%d more requests during and after the refresh, want none", n)
 	}
 }
