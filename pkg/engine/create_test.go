@@ -38,19 +38,19 @@ func TestCreateWithoutRead(t *testing.T) {
 		{
 			name: "nothing there: one create, no read", synced: true, foreignWatched: true,
 			existing:  []runtime.Object{targetNamespace},
-			wantDown:  []string{"get namespaces apps", saLookup, "create secrets apps/db"},
+			wantDown:  []string{saLookup, "create namespaces apps", "create secrets apps/db"},
 			wantPhase: courier.CopyPhaseSynced,
 		},
 		{
 			name: "positive control, informers not synced: read first", foreignWatched: true,
 			existing:  []runtime.Object{targetNamespace},
-			wantDown:  []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector},
+			wantDown:  []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector},
 			wantPhase: courier.CopyPhaseSynced,
 		},
 		{
 			name: "no foreign watch: read first", synced: true,
 			existing:  []runtime.Object{targetNamespace},
-			wantDown:  []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
+			wantDown:  []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db"},
 			wantPhase: courier.CopyPhaseSynced,
 		},
 		{
@@ -62,7 +62,7 @@ func TestCreateWithoutRead(t *testing.T) {
 		{
 			name: "an object Courier does not own, unknown to the informers: the create is refused, then it is read", synced: true, foreignWatched: true,
 			existing:  []runtime.Object{targetNamespace, unmanagedSecret(targetNS, "db")},
-			wantDown:  []string{"get namespaces apps", saLookup, "create secrets apps/db", "get secrets apps/db"},
+			wantDown:  []string{saLookup, "create namespaces apps", "create secrets apps/db", "get secrets apps/db"},
 			wantPhase: courier.CopyPhaseConflict, wantUntouched: true,
 		},
 		{

@@ -97,24 +97,24 @@ func TestReconcileCreatesCopy(t *testing.T) {
 		{
 			name:     "namespace missing",
 			synced:   true,
-			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db"},
 		},
 		{
 			name:     "namespace exists",
 			synced:   true,
 			existing: []runtime.Object{targetNamespace},
-			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db"},
 		},
 		{
 			name:     "keepResources",
 			synced:   true,
 			existing: []runtime.Object{targetNamespace},
 			keep:     true,
-			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db"},
 		},
 		{
 			name:     "informers not synced: the sweep lists live, by label",
-			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector},
+			wantDown: []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db", "list secrets " + c1Selector, "list configmaps " + c1Selector},
 		},
 	}
 	for _, tc := range cases {
@@ -183,7 +183,7 @@ func TestReconcileCreatesConfigMapCopy(t *testing.T) {
 		t.Fatalf("reconcile: %v", err)
 	}
 
-	checkActions(t, "downstream", env.downActions(), []string{"get configmaps apps/settings", "get namespaces apps", saLookup, "create configmaps apps/settings"})
+	checkActions(t, "downstream", env.downActions(), []string{"get configmaps apps/settings", saLookup, "create namespaces apps", "create configmaps apps/settings"})
 	checkActions(t, "upstream", env.upActions(), []string{"get configmaps fleet-default/settings"})
 	got, ok := down.configMap(targetNS, "settings")
 	if !ok {
@@ -273,7 +273,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 		{
 			name:     "copy deleted downstream",
 			src:      srcSecret("db", "7"),
-			wantDown: []string{"get secrets apps/db", "get namespaces apps", saLookup, "create secrets apps/db"},
+			wantDown: []string{"get secrets apps/db", saLookup, "create namespaces apps", "create secrets apps/db"},
 		},
 		{
 			name:     "immutable copy with other data",
@@ -669,7 +669,7 @@ func TestReconcileUnreachable(t *testing.T) {
 			refuse: refuseCreateOf("b"),
 			rows: []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending), row("Secret", "b", "1", courier.CopyPhasePending),
 				row("Secret", "c", "1", courier.CopyPhasePending)},
-			wantDown:      []string{"get secrets apps/a", "get secrets apps/b", "get secrets apps/c", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/a", "create secrets apps/b"},
+			wantDown:      []string{"get secrets apps/a", "get secrets apps/b", "get secrets apps/c", saLookup, "create namespaces apps", "create secrets apps/a", "create secrets apps/b"},
 			wantSynced:    []string{"a"},
 			wantMsgPrefix: "cluster c1 is unreachable: creating Secret apps/b as Courier's own identity: ",
 			failed:        "b",
@@ -679,7 +679,7 @@ func TestReconcileUnreachable(t *testing.T) {
 			refuse: refuseCreateOf("b"),
 			rows: []*courier.DownstreamCopy{row("Secret", "a", "1", courier.CopyPhasePending),
 				rowFor(otherOp.Name, "c1", "Secret", "b", "1", courier.CopyPhasePending), rowFor(otherOp.Name, "c1", "Secret", "c", "1", courier.CopyPhasePending)},
-			wantDown:      []string{"get secrets apps/a", "get namespaces apps", saLookup, "create namespaces apps", "create secrets apps/a", "get secrets apps/b", "get secrets apps/c", "create secrets apps/b"},
+			wantDown:      []string{"get secrets apps/a", saLookup, "create namespaces apps", "create secrets apps/a", "get secrets apps/b", "get secrets apps/c", "create secrets apps/b"},
 			wantSynced:    []string{"a"},
 			wantMsgPrefix: "cluster c1 is unreachable: creating Secret apps/b as Courier's own identity: ",
 			failed:        "b",
@@ -786,6 +786,41 @@ func TestReconcileClusterGone(t *testing.T) {
 	}
 	if env.ds.gets != 0 || !slices.Equal(env.ds.forgotten, []string{fleetNS + "/gone"}) {
 		t.Errorf("Downstream.Get called %d times, Forget called with %q; want 0 and [%s/gone]", env.ds.gets, env.ds.forgotten, fleetNS)
+	}
+}
+
+// Courier's own identity creates a destination namespace without reading
+// it first. Where it may not create namespaces but the namespace exists,
+// the refusal is followed by a read, and the copies are written: an
+// identity that could write them before (it read the namespace, found it
+// and never created it) still can.
+func TestOwnIdentityMayNotCreateAnExistingNamespace(t *testing.T) {
+	for _, exists := range []bool{true, false} {
+		t.Run(fmt.Sprintf("namespace exists: %v", exists), func(t *testing.T) {
+			db := srcSecret("db", "7")
+			var existing []runtime.Object
+			if exists {
+				existing = append(existing, targetNamespace)
+			}
+			down := newFakeCluster(true, existing...)
+			down.fail("create", "namespaces", apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "apps", errors.New("may not create namespaces")))
+			env := newEnv(t, down, db)
+			err := env.reconcile(rowOf(db))
+			st := env.mustStatus(rowOf(db))
+			if exists {
+				if err != nil || st.Phase != courier.CopyPhaseSynced {
+					t.Fatalf("reconcile: %v, status %+v; want the copy written into the existing namespace", err, st)
+				}
+				checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db", saLookup, "create namespaces apps", "get namespaces apps", "create secrets apps/db"})
+				return
+			}
+			if err == nil || st.Phase != courier.CopyPhaseForbidden || !strings.Contains(st.Message, "creating namespace apps as Courier's own identity") {
+				t.Fatalf("reconcile: %v, status %+v; want Forbidden naming the namespace", err, st)
+			}
+			if _, ok := down.secret(targetNS, "db"); ok {
+				t.Error("the copy was written though its namespace could not be made")
+			}
+		})
 	}
 }
 
@@ -926,7 +961,7 @@ func TestReconcileRequireServiceAccount(t *testing.T) {
 	}
 	checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: msg})
 	// Planned (read-only), then refused before any write; the sweep still runs.
-	checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db", "get namespaces apps", saLookup, "delete secrets apps/old"})
+	checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db", saLookup, "delete secrets apps/old"})
 	checkActions(t, "event", env.takeEvents(), []string{
 		"Warning Forbidden " + msg,
 		"Normal Removed Secret old removed from apps in cluster c1",

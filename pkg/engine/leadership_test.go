@@ -29,10 +29,12 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 		wantLeft  []string // the follower's leftover copies, as "phase: message"
 	}{
 		{
-			name:      "copy missing",
-			existing:  []runtime.Object{targetNamespace},
-			want:      copyview.EngineStatus{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the leader writes it"},
-			leaderDid: []string{"create secrets apps/db"},
+			name:     "copy missing",
+			existing: []runtime.Object{targetNamespace},
+			want:     copyview.EngineStatus{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the leader writes it"},
+			// Courier's own identity makes the namespace without reading it
+			// first; it exists, which is fine (AlreadyExists).
+			leaderDid: []string{"create namespaces apps", "create secrets apps/db"},
 		},
 		{
 			name:      "copy out of date",

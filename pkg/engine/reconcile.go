@@ -67,11 +67,11 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		return err
 	}
 	e.setServer(key, client)
+	reads := e.reads(ctx, client, key, copies) // before the wait: the first pass's reads overlap it
 	e.waitSynced(ctx, client)
 
 	changed := false
 	var retryErr error
-	fallback := e.fallbackLookup(ctx, client)
 	namespaces := map[string]bool{} // destination namespace -> exists
 	handled := map[string]bool{}
 	for _, group := range groupCopies(copies) {
@@ -80,7 +80,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			// wait for the next process or leader.
 			return nil
 		}
-		out, fatal := e.syncGroup(ctx, client, cluster, group, fallback, namespaces)
+		out, fatal := e.syncGroup(ctx, client, cluster, group, reads.fallback, namespaces)
 		fatalMsg := ""
 		for i, c := range group {
 			if out[i].status.Phase == "" {
@@ -116,7 +116,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		return nil
 	}
 	// Only the leader removes copies; a follower reports them Deleting.
-	left, err := e.sweep(ctx, client, cluster, copies, e.Leading())
+	left, err := e.sweep(ctx, client, cluster, copies, e.Leading(), reads.unlabelled)
 	if err != nil {
 		if unreachable(err) {
 			clusterReachable.WithLabelValues(key).Set(0)
@@ -231,7 +231,6 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		return out
 	}
 	plans := make([]plan, len(group))
-	var needs []access
 	for i, c := range group {
 		plans[i] = e.planCopy(ctx, client, cluster, c)
 		if plans[i].out.fatal != nil {
@@ -241,33 +240,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 	if !e.Leading() {
 		return observed(cluster, group, plans), nil
 	}
-	for i, c := range group {
-		p := plans[i]
-		resource := strings.ToLower(c.kind) + "s"
-		switch p.action {
-		case actionCreate:
-			exists, ok := namespaces[c.targetNS]
-			if !ok {
-				_, err := client.Kube.CoreV1().Namespaces().Get(ctx, c.targetNS, metav1.GetOptions{})
-				if err != nil && !apierrors.IsNotFound(err) {
-					o := e.writeFailed(cluster, "reading namespace "+c.targetNS, err)
-					return all(o), o.fatal
-				}
-				exists = err == nil
-				namespaces[c.targetNS] = exists
-			}
-			if !exists {
-				needs = append(needs, access{verb: "create", resource: "namespaces", name: c.targetNS})
-			}
-			needs = append(needs, access{verb: "create", resource: resource, namespace: c.targetNS})
-		case actionUpdate:
-			needs = append(needs, access{verb: "update", resource: resource, namespace: c.targetNS})
-		case actionRecreate:
-			needs = append(needs, access{verb: "delete", resource: resource, namespace: c.targetNS},
-				access{verb: "create", resource: resource, namespace: c.targetNS})
-		}
-	}
-	if len(needs) == 0 {
+	if !needsWrite(plans) {
 		for i := range plans {
 			out[i] = plans[i].out
 		}
@@ -285,7 +258,11 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
 			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
 	}
-	{
+	if id.serviceAccount != "" {
+		needs, o := e.accessNeeded(ctx, client, cluster, group, plans, namespaces)
+		if o != nil {
+			return all(*o), o.fatal
+		}
 		denied, err := e.checkAccess(ctx, id, needs)
 		if err != nil {
 			o := e.writeFailed(cluster, "checking the permissions of "+id.user(), err)
@@ -300,7 +277,14 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 				status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: fmt.Sprintf("cluster %s: %s", cluster.Name, denied)}}), nil
 		}
 	}
-	fatal := e.writeGroup(len(group), namespaces, plans, group, func(i int) outcome {
+	makeNamespace := func(ns string) error {
+		if o := e.ensureNamespace(ctx, client, id, cluster, ns); o != nil {
+			return o.fatal // not fatal: its copies try again and say why
+		}
+		namespaces[ns] = true
+		return nil
+	}
+	fatal := e.writeGroup(len(group), namespaces, plans, group, makeNamespace, func(i int) outcome {
 		o := e.execute(ctx, client, id, cluster, group[i], plans[i], namespaces)
 		if o.status.Phase == courier.CopyPhaseForbidden {
 			id.refused() // cached allows may be stale: ask again next pass
@@ -312,6 +296,84 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		return o
 	})
 	return out, fatal
+}
+
+// needsWrite reports whether any plan writes.
+func needsWrite(plans []plan) bool {
+	for _, p := range plans {
+		if p.action != actionNone {
+			return true
+		}
+	}
+	return false
+}
+
+// accessNeeded lists what a ServiceAccount needs to carry out plans: for a
+// copy to create, the namespace too when it does not exist (read here, and
+// remembered in namespaces). It returns an outcome for every copy when
+// reading a namespace failed.
+//
+// Courier's own identity is not checked, so it never reads namespaces: a
+// create makes its namespace and takes AlreadyExists for an answer
+// (ensureNamespace), one round trip where a read and then a create were
+// two.
+func (e *Engine) accessNeeded(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, group []desiredCopy, plans []plan,
+	namespaces map[string]bool) ([]access, *outcome) {
+	var needs []access
+	for i, c := range group {
+		resource := strings.ToLower(c.kind) + "s"
+		switch plans[i].action {
+		case actionCreate:
+			exists, ok := namespaces[c.targetNS]
+			if !ok {
+				var o *outcome
+				if exists, o = e.namespaceExists(ctx, client, cluster, c.targetNS); o != nil {
+					return nil, o
+				}
+				namespaces[c.targetNS] = exists
+			}
+			if !exists {
+				needs = append(needs, access{verb: "create", resource: "namespaces", name: c.targetNS})
+			}
+			needs = append(needs, access{verb: "create", resource: resource, namespace: c.targetNS})
+		case actionUpdate:
+			needs = append(needs, access{verb: "update", resource: resource, namespace: c.targetNS})
+		case actionRecreate:
+			needs = append(needs, access{verb: "delete", resource: resource, namespace: c.targetNS},
+				access{verb: "create", resource: resource, namespace: c.targetNS})
+		}
+	}
+	return needs, nil
+}
+
+// namespaceExists reads a destination namespace with Courier's own
+// identity.
+func (e *Engine) namespaceExists(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, ns string) (bool, *outcome) {
+	_, err := client.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		o := e.writeFailed(cluster, "reading namespace "+ns, err)
+		return false, &o
+	}
+	return err == nil, nil
+}
+
+// ensureNamespace creates a destination namespace not known to exist, as
+// id; one that exists already is fine. An identity that may not create
+// namespaces is refused even where the namespace exists (authorization
+// comes first), so a refusal is followed by a read: an existing namespace
+// is then fine too.
+func (e *Engine) ensureNamespace(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, ns string) *outcome {
+	_, err := id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: "courier"})
+	if apierrors.IsForbidden(err) {
+		if exists, o := e.namespaceExists(ctx, client, cluster, ns); o != nil || exists {
+			return o
+		}
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		o := e.writeFailed(cluster, fmt.Sprintf("creating namespace %s as %s", ns, id.user()), err)
+		return &o
+	}
+	return nil
 }
 
 // observed is what a replica that does not hold the lease records for a
@@ -430,9 +492,8 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 	switch p.action {
 	case actionCreate:
 		if !namespaces[c.targetNS] {
-			_, err := id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.targetNS}}, metav1.CreateOptions{FieldManager: "courier"})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return e.writeFailed(cluster, fmt.Sprintf("creating namespace %s as %s", c.targetNS, id.user()), err)
+			if o := e.ensureNamespace(ctx, client, id, cluster, c.targetNS); o != nil {
+				return *o
 			}
 			namespaces[c.targetNS] = true
 		}

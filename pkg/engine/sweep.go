@@ -16,6 +16,9 @@ import (
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
+// sweptKinds are the kinds of the copies the sweep looks at.
+var sweptKinds = []string{"Secret", "ConfigMap"}
+
 // sweep deletes copies in this cluster that Courier made for this Cluster
 // and that no row wants any more: entries removed from a list, clusters no
 // longer targeted, HelmOps deleted (also while Courier was down). It
@@ -27,7 +30,11 @@ import (
 // It returns what is left of those copies: the kept ones (Kept) and the
 // ones not removed (Deleting, with the reason). The list is nil when the
 // copies could not be listed.
-func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool) ([]copyview.Leftover, error) {
+//
+// unlabelled lists a kind's copies without the cluster-hash label, live
+// (passReads): the sweep looks for those once per client.
+func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool,
+	unlabelled func(ctx context.Context, kind string) ([]object, error)) ([]copyview.Leftover, error) {
 	wanted := map[string]bool{}
 	for _, c := range copies {
 		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
@@ -37,7 +44,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 	key := cluster.Namespace + "/" + cluster.Name
 	legacy := e.needsLegacySweep(key, client)
 	keptLegacy := false
-	for _, kind := range []string{"Secret", "ConfigMap"} {
+	for _, kind := range sweptKinds {
 		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
 		managed, err := ops.listManaged(ctx)
 		if err != nil {
@@ -46,11 +53,11 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 		if legacy {
 			// Copies written before the cluster-hash label existed are not in
 			// the informer's selection: found once per client by a live list.
-			unlabelled, err := ops.listUnlabelled(ctx)
+			old, err := unlabelled(ctx, kind)
 			if err != nil {
 				return nil, err
 			}
-			managed = append(managed, unlabelled...)
+			managed = append(managed, old...)
 		}
 		for _, obj := range managed {
 			claim, ok := copyspec.ClaimedOwner(obj)

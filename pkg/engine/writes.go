@@ -17,33 +17,37 @@ const DefaultGroupWriters = 4
 // once one is seen, no further write starts, and the copies not started
 // keep an empty outcome (not reached).
 //
-// A copy that creates a namespace not known to exist goes first, one
-// after another, so that a namespace is created once; the other copies
-// are written Config.GroupWriters at a time. namespaces is only read while
-// copies are written at once: execute writes to it only when it creates
-// a namespace.
-func (e *Engine) writeGroup(n int, namespaces map[string]bool, plans []plan, group []desiredCopy, write func(i int) outcome) error {
-	var first, rest []int
-	creating := map[string]bool{}
+// Each destination namespace not known to exist is made first, once
+// (makeNamespace, which records it in namespaces or returns a fatal
+// error); then the copies are written Config.GroupWriters at a time, all
+// of them, so a new Cluster's ten copies cost the namespace and three
+// round trips, not the namespace with the first copy and then three more.
+// A copy whose namespace could not be made is written alone, after the
+// others: execute tries the namespace again and reports why it failed.
+// namespaces is only read while copies are written at once: execute
+// writes to it only when it creates a namespace.
+func (e *Engine) writeGroup(n int, namespaces map[string]bool, plans []plan, group []desiredCopy,
+	makeNamespace func(ns string) error, write func(i int) outcome) error {
+	var rest []int
+	var missing []string
+	seen := map[string]bool{}
 	for i := 0; i < n; i++ {
 		ns := group[i].targetNS
-		switch {
-		case plans[i].action == actionNone:
+		if plans[i].action == actionNone {
 			write(i) // records the plan's outcome; no request
-		case plans[i].action == actionCreate && !namespaces[ns] && !creating[ns]:
-			creating[ns] = true
-			first = append(first, i)
-		default:
-			rest = append(rest, i)
+			continue
+		}
+		if plans[i].action == actionCreate && !namespaces[ns] && !seen[ns] {
+			seen[ns] = true
+			missing = append(missing, ns)
+		}
+		rest = append(rest, i)
+	}
+	for _, ns := range missing {
+		if err := makeNamespace(ns); err != nil {
+			return err
 		}
 	}
-	for _, i := range first {
-		if o := write(i); o.fatal != nil {
-			return o.fatal
-		}
-	}
-	// A namespace whose creation failed is tried again by each of its
-	// copies, one after another, as before.
 	var together, alone []int
 	for _, i := range rest {
 		if plans[i].action == actionCreate && !namespaces[group[i].targetNS] {

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// The copies of a group are written several at once, after the one copy
-// per missing namespace that creates it; a fatal outcome stops new writes.
+// The copies of a group are written several at once, all of them, after
+// the namespace they need; a fatal outcome stops new writes.
 func TestGroupWritesAtOnce(t *testing.T) {
 	const n = 10
 	group := make([]desiredCopy, n)
@@ -41,12 +41,18 @@ func TestGroupWritesAtOnce(t *testing.T) {
 		}
 		close(release)
 	}()
-	err := e.writeGroup(n, namespaces, plans, group, func(i int) outcome {
+	var made []string
+	makeNamespace := func(ns string) error {
+		if len(order) != 0 {
+			t.Errorf("namespace %s made after writes %v", ns, order)
+		}
+		made = append(made, ns)
+		namespaces[ns] = true
+		return nil
+	}
+	err := e.writeGroup(n, namespaces, plans, group, makeNamespace, func(i int) outcome {
 		mu.Lock()
 		order = append(order, i)
-		if i == 0 {
-			namespaces["apps"] = true // execute creates the namespace
-		}
 		mu.Unlock()
 		cur := inFlight.Add(1)
 		for {
@@ -55,17 +61,15 @@ func TestGroupWritesAtOnce(t *testing.T) {
 				break
 			}
 		}
-		if i != 0 {
-			<-release
-		}
+		<-release
 		inFlight.Add(-1)
 		return outcome{}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(order) != n || order[0] != 0 {
-		t.Errorf("write order %v: want all %d, the namespace's creator first", order, n)
+	if len(order) != n || len(made) != 1 {
+		t.Errorf("writes %v after namespaces %v: want all %d after the one namespace", order, made, n)
 	}
 	if got := most.Load(); got != 4 {
 		t.Errorf("at most %d writes in flight, want 4 (Config.GroupWriters)", got)
@@ -83,7 +87,8 @@ func TestGroupWritesStopAtFatal(t *testing.T) {
 	e := New(Config{GroupWriters: 2})
 	unreachable := errors.New("connection refused")
 	var started atomic.Int32
-	err := e.writeGroup(n, map[string]bool{"apps": true}, plans, group, func(i int) outcome {
+	noNamespace := func(ns string) error { t.Errorf("namespace %s made, want none", ns); return nil }
+	err := e.writeGroup(n, map[string]bool{"apps": true}, plans, group, noNamespace, func(i int) outcome {
 		started.Add(1)
 		if i == 1 {
 			return outcome{fatal: unreachable}
