@@ -18,6 +18,12 @@ import (
 // nothing is fetched and the figures are not disturbed by profiling.
 func profileDir() string { return os.Getenv("COURIER_BENCH_PROFILE") }
 
+// profileEveryRound is COURIER_BENCH_PROFILE_ROUNDS=all: profile every
+// round's Courier windows, not only the first (cpu-<N>-<kind>-r<round>.pprof),
+// so that short windows add up to enough samples to read
+// (go tool pprof merges several files given together).
+func profileEveryRound() bool { return os.Getenv("COURIER_BENCH_PROFILE_ROUNDS") == "all" }
+
 // profileSeconds is COURIER_BENCH_PROFILE_SECONDS, default 30: the length
 // of the CPU profile.
 func profileSeconds(t *testing.T) time.Duration {

@@ -256,8 +256,10 @@ func (s *scaleRun) rounds(r int) {
 			if st.side == sideCourier {
 				win := s.openWindow()
 				finishProfile := func() {}
-				if round == 1 {
-					finishProfile = startCPUProfile(t, fmt.Sprintf("cpu-%d-%s.pprof", l.n, strings.ReplaceAll(st.kind, " ", "-")), profileSeconds(t))
+				if name := fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-")); round == 1 {
+					finishProfile = startCPUProfile(t, name+".pprof", profileSeconds(t))
+				} else if profileEveryRound() {
+					finishProfile = startCPUProfile(t, fmt.Sprintf("%s-r%d.pprof", name, round), profileSeconds(t))
 				}
 				t0 := updateSources(t, s.up, l.workspace(), names, value)
 				if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
