@@ -71,6 +71,10 @@ type Controller struct {
 	// HelmOps, and rowCluster a row key to its Cluster (pulled.go).
 	clusterRows map[types.NamespacedName]map[string]types.NamespacedName
 	rowCluster  map[string]types.NamespacedName
+	// sourceRows maps a source (ListedKey) to the wanted rows naming it and
+	// their HelmOps, and rowSource a row key to its source (sources.go).
+	sourceRows map[string]map[string]types.NamespacedName
+	rowSource  map[string]string
 	// initial holds the HelmOps of the first pass not synced yet; nil once
 	// they all are.
 	initial map[types.NamespacedName]bool
@@ -84,10 +88,12 @@ type Controller struct {
 }
 
 // work is what a queued HelmOp needs: a full sync, or only some of its
-// rows' statuses or its leftover rows brought up to date.
+// rows brought up to date: those naming changed sources (by ListedKey),
+// the statuses of some, its leftover rows.
 type work struct {
 	full      bool
 	leftovers bool
+	sources   map[string]bool
 	rows      map[string]bool
 }
 
@@ -171,6 +177,8 @@ func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		since:       map[string]phaseSince{},
 		clusterRows: map[types.NamespacedName]map[string]types.NamespacedName{},
 		rowCluster:  map[string]types.NamespacedName{},
+		sourceRows:  map[string]map[string]types.NamespacedName{},
+		rowSource:   map[string]string{},
 		clock:       clock.RealClock{},
 		deadlines:   map[types.NamespacedName]deadline{},
 	}
@@ -227,7 +235,7 @@ func (c *Controller) enqueue(op types.NamespacedName) {
 func (c *Controller) workLocked(op types.NamespacedName) *work {
 	w := c.work[op]
 	if w == nil {
-		w = &work{rows: map[string]bool{}}
+		w = &work{rows: map[string]bool{}, sources: map[string]bool{}}
 		c.work[op] = w
 	}
 	return w
@@ -347,7 +355,8 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	}
 	op := types.NamespacedName{Namespace: ns, Name: name}
 	w := c.takeWork(op)
-	if w.full {
+	full := w.full || (len(w.sources) > 0 && !c.syncSources(op, w.sources))
+	if full {
 		err = c.syncHelmOp(ctx, op)
 	} else {
 		if w.leftovers {

@@ -78,8 +78,10 @@ func TestEventsQueueOnlyTheHelmOpsTheyAffect(t *testing.T) {
 		want  []string
 	}{
 		{name: "a Secret no HelmOp lists", event: func(f *fixture) { f.add(source("Secret", "unrelated", "5")) }},
+		// A new version of an existing source: only the rows naming it,
+		// handed to the engine as they are (UpdateDesired).
 		{name: "a listed Secret changed", event: func(f *fixture) { f.update(creds, withRV(creds, "5")) },
-			want: []string{"set fleet-default/app 2"}},
+			want: []string{"update fleet-default/app 2"}},
 		{name: "a listed Secret resynced, same resourceVersion", event: func(f *fixture) { f.update(creds, creds.DeepCopy()) }},
 		{name: "a listed Secret deleted", event: func(f *fixture) { f.remove(creds) },
 			want: []string{"set fleet-default/app 2"}},
@@ -92,7 +94,7 @@ func TestEventsQueueOnlyTheHelmOpsTheyAffect(t *testing.T) {
 		{name: "a Secret of the same name in another workspace", event: func(f *fixture) {
 			old := inNamespace("other", source("Secret", "creds", "3"))
 			f.update(old, withRV(old, "7"))
-		}, want: []string{"set other/far 1"}},
+		}, want: []string{"update other/far 1"}},
 		{name: "a Cluster's labels changed: its workspace's HelmOps", event: func(f *fixture) {
 			n := c1.DeepCopy()
 			n.Labels["env"] = "prod"

@@ -31,6 +31,13 @@ type Engine interface {
 	// them, before anything from Status is overlaid. It must not keep the
 	// rows.
 	SetDesired(helmOp types.NamespacedName, rows []*courier.DownstreamCopy)
+	// UpdateDesired replaces some of one HelmOp's rows, handed over before
+	// by SetDesired, with new versions that differ only in their source's
+	// resourceVersion. It returns false, changing nothing, when it cannot
+	// (a row it does not hold that way, or DesiredComplete not called yet):
+	// the view then hands over the whole HelmOp with SetDesired. It must
+	// not keep the rows.
+	UpdateDesired(helmOp types.NamespacedName, rows []*courier.DownstreamCopy) bool
 	// DesiredComplete says that every HelmOp has been handed over once
 	// since the start: until then the engine must not remove copies
 	// (a HelmOp not handed over yet would look as if it wanted nothing).

@@ -117,9 +117,12 @@ func (c *Controller) clusterGroupEvents() cache.ResourceEventHandler {
 	}
 }
 
-// sourceEvents handles the metadata-only events of one source kind.
+// sourceEvents handles the metadata-only events of one source kind. A
+// source that appears or goes changes its rows' phase: their HelmOps get a
+// full sync. A new version of one that exists changes only the rows that
+// name it (syncSources).
 func (c *Controller) sourceEvents(kind string) cache.ResourceEventHandler {
-	queue := func(obj any) {
+	queue := func(obj any, changed bool) {
 		if !c.started.Load() {
 			return
 		}
@@ -127,27 +130,38 @@ func (c *Controller) sourceEvents(kind string) cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
-		ops, err := c.helmOps.ByIndex(ListedIndex, ListedKey(ns, kind, name))
+		listed := ListedKey(ns, kind, name)
+		ops, err := c.helmOps.ByIndex(ListedIndex, listed)
 		if err != nil {
 			utilruntime.HandleError(err)
 			return
 		}
 		for _, o := range ops {
-			if op, ok := o.(*fleet.HelmOp); ok {
-				c.enqueue(types.NamespacedName{Namespace: op.Namespace, Name: op.Name})
+			op, ok := o.(*fleet.HelmOp)
+			if !ok {
+				continue
+			}
+			key := types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
+			if changed {
+				c.enqueueSource(key, listed)
+			} else {
+				c.enqueue(key)
 			}
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: queue,
+		AddFunc: func(obj any) { queue(obj, false) },
 		UpdateFunc: func(old, obj any) {
 			o, err1 := meta.Accessor(old)
 			n, err2 := meta.Accessor(obj)
-			if err1 != nil || err2 != nil || o.GetResourceVersion() != n.GetResourceVersion() {
-				queue(obj)
+			switch {
+			case err1 != nil || err2 != nil:
+				queue(obj, false)
+			case o.GetResourceVersion() != n.GetResourceVersion():
+				queue(obj, true)
 			}
 		},
-		DeleteFunc: queue,
+		DeleteFunc: func(obj any) { queue(obj, false) },
 	}
 }
 

@@ -29,10 +29,13 @@ import (
 // fakeEngine records the calls the view makes ("set <helmop> <n rows>",
 // "complete") and answers Status and Leftovers from what the test set.
 type fakeEngine struct {
-	mu        sync.Mutex
-	calls     []string
-	statuses  map[string]EngineStatus
-	leftovers map[types.NamespacedName][]Leftover
+	mu    sync.Mutex
+	calls []string
+	// refuseUpdates makes UpdateDesired answer false, as an engine that
+	// cannot take a HelmOp's rows one by one.
+	refuseUpdates bool
+	statuses      map[string]EngineStatus
+	leftovers     map[types.NamespacedName][]Leftover
 }
 
 func newFakeEngine() *fakeEngine {
@@ -43,6 +46,17 @@ func (f *fakeEngine) SetDesired(op types.NamespacedName, rows []*courier.Downstr
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("set %s %d", op, len(rows)))
+}
+
+func (f *fakeEngine) UpdateDesired(op types.NamespacedName, rows []*courier.DownstreamCopy) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuseUpdates {
+		f.calls = append(f.calls, fmt.Sprintf("update %s %d refused", op, len(rows)))
+		return false
+	}
+	f.calls = append(f.calls, fmt.Sprintf("update %s %d", op, len(rows)))
+	return true
 }
 
 func (f *fakeEngine) DesiredComplete() {

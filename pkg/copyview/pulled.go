@@ -144,7 +144,8 @@ func (c *Controller) ReportChanged(cluster types.NamespacedName) {
 }
 
 // indexRowsLocked records which Cluster each of a HelmOp's wanted rows
-// is for, so that a report re-overlays only its Cluster's rows.
+// is for, so that a report re-overlays only its Cluster's rows, and which
+// source it names (syncSources).
 func (c *Controller) indexRowsLocked(op types.NamespacedName, rows []*courier.DownstreamCopy) {
 	for _, r := range rows {
 		key := rowKey(r)
@@ -159,11 +160,13 @@ func (c *Controller) indexRowsLocked(op types.NamespacedName, rows []*courier.Do
 		}
 		m[key] = op
 		c.rowCluster[key] = cluster
+		c.indexSourceLocked(op, r)
 	}
 }
 
 // unindexRowLocked forgets a row that is gone.
 func (c *Controller) unindexRowLocked(key string) {
+	c.unindexSourceLocked(key)
 	cluster, ok := c.rowCluster[key]
 	if !ok {
 		return

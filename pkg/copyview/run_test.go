@@ -119,7 +119,7 @@ func TestRun(t *testing.T) {
 	})
 	// The unrelated Secret's event was handled before the listed one's:
 	// had it queued a HelmOp, that HelmOp would have been synced by now.
-	if calls := engine.takeCalls(); !slices.Equal(calls, []string{"set fleet-default/app 2"}) {
+	if calls := engine.takeCalls(); !slices.Equal(calls, []string{"update fleet-default/app 2"}) {
 		t.Errorf("engine calls after an unrelated and a listed Secret changed: %q, want app only", calls)
 	}
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -111,6 +112,62 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 			e.queue.Add(key)
 		}
 	}
+}
+
+// UpdateDesired replaces some rows of one HelmOp, handed over before by
+// SetDesired, with their new versions that differ only in their source's
+// resourceVersion, and queues the clusters whose copies changed. It costs
+// work for those rows only: a change of one source listed for 1,000
+// Clusters no longer diffs the HelmOp's other 9,000 rows before the first
+// Cluster is queued. It returns false, changing nothing, when a row is not
+// one it holds that way (unknown, or changed in another field); the caller
+// then hands over the whole HelmOp with SetDesired. Before DesiredComplete
+// it always returns false.
+func (e *Engine) UpdateDesired(helmOp types.NamespacedName, rows []*courier.DownstreamCopy) bool {
+	updates := desiredCopies(helmOp, rows)
+	now := e.now()
+	e.mu.Lock()
+	cur := e.desired.byOp[helmOp]
+	if !e.desired.complete || cur == nil {
+		e.mu.Unlock()
+		return false
+	}
+	next := make(map[string][]desiredCopy, len(updates))
+	for key, ups := range updates {
+		copies := slices.Clone(cur[key])
+		for _, u := range ups {
+			i := slices.IndexFunc(copies, func(c desiredCopy) bool { return c.rowKey == u.rowKey })
+			if i < 0 || !sameButSource(copies[i], u) {
+				e.mu.Unlock()
+				return false
+			}
+			copies[i] = u
+		}
+		if !slices.Equal(copies, cur[key]) {
+			next[key] = copies
+		}
+	}
+	for key, copies := range next {
+		for i, c := range copies {
+			if c.sourceRV != cur[key][i].sourceRV {
+				e.observedAt[c.rowKey] = now
+			}
+		}
+		cur[key] = copies
+	}
+	e.mu.Unlock()
+	changed := slices.Sorted(maps.Keys(next))
+	for _, key := range changed {
+		e.queue.Add(key)
+	}
+	return true
+}
+
+// sameButSource reports whether two versions of a copy differ at most in
+// their source's resourceVersion.
+func sameButSource(a, b desiredCopy) bool {
+	a.sourceRV = b.sourceRV
+	return a == b
 }
 
 // DesiredComplete is called once the view has handed over every HelmOp.

@@ -1,0 +1,154 @@
+package copyview
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+)
+
+// A source that changes (a new resourceVersion of a Secret or ConfigMap
+// that existed and still exists) changes one field of the rows that name
+// it, and nothing else: targeting, destinations and every other row of its
+// HelmOps stay as they are. syncSources updates just those rows, and hands
+// just them to the engine (Engine.UpdateDesired).
+//
+// That is what lets a change reach the engine in time proportional to the
+// rows it touches: in `make bench` at 1,000 Clusters the first copy of a
+// one-source change was written 217-255 ms after the source's update,
+// while the view recomputed the HelmOp's 10,000 rows and the engine diffed
+// them before the first Cluster was queued. Anything else -- a source that
+// appears or goes, a row the view cannot find, an engine that cannot take
+// the rows -- falls back to a full sync of the HelmOp, as before.
+
+// enqueueSource asks for the rows of op that name a changed source
+// (ListedKey) to be brought up to date; a full sync asked for meanwhile
+// covers it.
+func (c *Controller) enqueueSource(op types.NamespacedName, listed string) {
+	c.mu.Lock()
+	c.workLocked(op).sources[listed] = true
+	c.mu.Unlock()
+	c.queue.Add(op.String())
+}
+
+// indexSourceLocked records which source (ListedKey) a wanted row names.
+func (c *Controller) indexSourceLocked(op types.NamespacedName, r *courier.DownstreamCopy) {
+	key := rowKey(r)
+	listed := ListedKey(r.Namespace, r.Spec.Source.Kind, r.Spec.Source.Name)
+	if old, ok := c.rowSource[key]; ok && old != listed {
+		c.unindexSourceLocked(key)
+	}
+	m := c.sourceRows[listed]
+	if m == nil {
+		m = map[string]types.NamespacedName{}
+		c.sourceRows[listed] = m
+	}
+	m[key] = op
+	c.rowSource[key] = listed
+}
+
+// unindexSourceLocked forgets a row's source.
+func (c *Controller) unindexSourceLocked(key string) {
+	listed, ok := c.rowSource[key]
+	if !ok {
+		return
+	}
+	delete(c.rowSource, key)
+	if m := c.sourceRows[listed]; m != nil {
+		delete(m, key)
+		if len(m) == 0 {
+			delete(c.sourceRows, listed)
+		}
+	}
+}
+
+// syncSources gives op's rows that name the changed sources their
+// sources' current resourceVersion, hands those rows to the engine and
+// writes them to the store. It returns false, having written nothing, when
+// a full sync is needed instead.
+func (c *Controller) syncSources(op types.NamespacedName, sources map[string]bool) bool {
+	c.mu.Lock()
+	if c.rows[op] == nil {
+		c.mu.Unlock()
+		return false // never synced: nothing to update in place
+	}
+	var keys []string
+	for listed := range sources {
+		for key, owner := range c.sourceRows[listed] {
+			if owner == op {
+				keys = append(keys, key)
+			}
+		}
+	}
+	c.mu.Unlock()
+	slices.Sort(keys) // rows in name order, as a full sync writes them
+
+	versions := make(map[string]string, len(sources))
+	for listed := range sources {
+		rv, ok := c.sourceVersion(listed)
+		if !ok {
+			return false // gone meanwhile: its rows become SourceMissing
+		}
+		versions[listed] = rv
+	}
+	rows := make([]*courier.DownstreamCopy, 0, len(keys))
+	for _, key := range keys {
+		ns, name := splitRowKey(key)
+		r, ok := c.store.Get(ns, name)
+		if !ok {
+			return false
+		}
+		was := r.Spec.Source.ResourceVersion
+		rv := versions[ListedKey(r.Namespace, r.Spec.Source.Kind, r.Spec.Source.Name)]
+		switch {
+		case was == "":
+			return false // the row says its source is missing: its phase changes
+		case was == rv:
+			continue
+		}
+		r.Spec.Source.ResourceVersion = rv
+		r.Status = baseStatus(r.Namespace, r.Spec)
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return true
+	}
+	if c.engine != nil && !c.engine.UpdateDesired(op, rows) {
+		return false
+	}
+	for _, r := range rows {
+		if st, ok := c.rowStatus(r); ok {
+			overlay(r, st)
+		}
+	}
+	c.mu.Lock()
+	c.stampLocked(rows)
+	c.mu.Unlock()
+	c.store.Upsert(rows...)
+	return true
+}
+
+// sourceVersion returns the resourceVersion of a source (ListedKey) from
+// the metadata informers, and false when it does not exist.
+func (c *Controller) sourceVersion(listed string) (string, bool) {
+	parts := strings.SplitN(listed, "/", 3)
+	if len(parts) != 3 {
+		return "", false
+	}
+	lister := c.inputs.Secrets
+	if parts[1] == "configmap" {
+		lister = c.inputs.ConfigMaps
+	}
+	obj, err := lister.ByNamespace(parts[0]).Get(parts[2])
+	if err != nil {
+		return "", false
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", false
+	}
+	return m.GetResourceVersion(), true
+}
