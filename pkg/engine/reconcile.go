@@ -279,7 +279,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 	}
 	makeNamespace := func(ns string) error {
 		if o := e.ensureNamespace(ctx, client, id, cluster, ns); o != nil {
-			return o.fatal // not fatal: its copies try again and say why
+			return o.fatal // nil unless unreachable: its copies then try again, alone, and say why
 		}
 		namespaces[ns] = true
 		return nil
