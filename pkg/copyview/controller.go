@@ -67,14 +67,10 @@ type Controller struct {
 	// rows are the rows each HelmOp has in the store.
 	rows  map[types.NamespacedName]*helmOpRows
 	since map[string]phaseSince // row key -> when it entered its phase
-	// clusterRows maps a Cluster to its wanted rows' keys and their
-	// HelmOps, and rowCluster a row key to its Cluster (pulled.go).
-	clusterRows map[types.NamespacedName]map[string]types.NamespacedName
-	rowCluster  map[string]types.NamespacedName
-	// sourceRows maps a source (ListedKey) to the wanted rows naming it and
-	// their HelmOps, and rowSource a row key to its source (sources.go).
-	sourceRows map[string]map[string]types.NamespacedName
-	rowSource  map[string]string
+	// byCluster files the wanted rows under their Cluster (pulled.go),
+	// bySource under the source they name, by ListedKey (sources.go).
+	byCluster rowIndex[types.NamespacedName]
+	bySource  rowIndex[string]
 	// initial holds the HelmOps of the first pass not synced yet; nil once
 	// they all are.
 	initial map[types.NamespacedName]bool
@@ -171,16 +167,14 @@ func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "downstreamcopies"}),
-		now:         time.Now,
-		work:        map[types.NamespacedName]*work{},
-		rows:        map[types.NamespacedName]*helmOpRows{},
-		since:       map[string]phaseSince{},
-		clusterRows: map[types.NamespacedName]map[string]types.NamespacedName{},
-		rowCluster:  map[string]types.NamespacedName{},
-		sourceRows:  map[string]map[string]types.NamespacedName{},
-		rowSource:   map[string]string{},
-		clock:       clock.RealClock{},
-		deadlines:   map[types.NamespacedName]deadline{},
+		now:       time.Now,
+		work:      map[types.NamespacedName]*work{},
+		rows:      map[types.NamespacedName]*helmOpRows{},
+		since:     map[string]phaseSince{},
+		byCluster: newRowIndex[types.NamespacedName](),
+		bySource:  newRowIndex[string](),
+		clock:     clock.RealClock{},
+		deadlines: map[types.NamespacedName]deadline{},
 	}
 	c.leading.Store(true)
 	return c

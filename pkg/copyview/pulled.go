@@ -133,7 +133,7 @@ func (c *Controller) scheduleDeadline(cluster types.NamespacedName, due time.Tim
 func (c *Controller) ReportChanged(cluster types.NamespacedName) {
 	c.mu.Lock()
 	ops := map[types.NamespacedName]bool{}
-	for key, op := range c.clusterRows[cluster] {
+	for key, op := range c.byCluster.rows[cluster] {
 		c.workLocked(op).rows[key] = true
 		ops[op] = true
 	}
@@ -149,33 +149,13 @@ func (c *Controller) ReportChanged(cluster types.NamespacedName) {
 func (c *Controller) indexRowsLocked(op types.NamespacedName, rows []*courier.DownstreamCopy) {
 	for _, r := range rows {
 		key := rowKey(r)
-		cluster := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster}
-		if old, ok := c.rowCluster[key]; ok && old != cluster {
-			c.unindexRowLocked(key)
-		}
-		m := c.clusterRows[cluster]
-		if m == nil {
-			m = map[string]types.NamespacedName{}
-			c.clusterRows[cluster] = m
-		}
-		m[key] = op
-		c.rowCluster[key] = cluster
-		c.indexSourceLocked(op, r)
+		c.byCluster.set(key, types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster}, op)
+		c.bySource.set(key, ListedKey(r.Namespace, r.Spec.Source.Kind, r.Spec.Source.Name), op)
 	}
 }
 
 // unindexRowLocked forgets a row that is gone.
 func (c *Controller) unindexRowLocked(key string) {
-	c.unindexSourceLocked(key)
-	cluster, ok := c.rowCluster[key]
-	if !ok {
-		return
-	}
-	delete(c.rowCluster, key)
-	if m := c.clusterRows[cluster]; m != nil {
-		delete(m, key)
-		if len(m) == 0 {
-			delete(c.clusterRows, cluster)
-		}
-	}
+	c.byCluster.remove(key)
+	c.bySource.remove(key)
 }

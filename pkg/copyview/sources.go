@@ -34,37 +34,6 @@ func (c *Controller) enqueueSource(op types.NamespacedName, listed string) {
 	c.queue.Add(op.String())
 }
 
-// indexSourceLocked records which source (ListedKey) a wanted row names.
-func (c *Controller) indexSourceLocked(op types.NamespacedName, r *courier.DownstreamCopy) {
-	key := rowKey(r)
-	listed := ListedKey(r.Namespace, r.Spec.Source.Kind, r.Spec.Source.Name)
-	if old, ok := c.rowSource[key]; ok && old != listed {
-		c.unindexSourceLocked(key)
-	}
-	m := c.sourceRows[listed]
-	if m == nil {
-		m = map[string]types.NamespacedName{}
-		c.sourceRows[listed] = m
-	}
-	m[key] = op
-	c.rowSource[key] = listed
-}
-
-// unindexSourceLocked forgets a row's source.
-func (c *Controller) unindexSourceLocked(key string) {
-	listed, ok := c.rowSource[key]
-	if !ok {
-		return
-	}
-	delete(c.rowSource, key)
-	if m := c.sourceRows[listed]; m != nil {
-		delete(m, key)
-		if len(m) == 0 {
-			delete(c.sourceRows, listed)
-		}
-	}
-}
-
 // syncSources gives op's rows that name the changed sources their
 // sources' current resourceVersion, hands those rows to the engine and
 // writes them to the store. It returns false, having written nothing, when
@@ -77,7 +46,7 @@ func (c *Controller) syncSources(op types.NamespacedName, sources map[string]boo
 	}
 	var keys []string
 	for listed := range sources {
-		for key, owner := range c.sourceRows[listed] {
+		for key, owner := range c.bySource.rows[listed] {
 			if owner == op {
 				keys = append(keys, key)
 			}

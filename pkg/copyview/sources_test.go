@@ -82,13 +82,13 @@ func TestSourceIndexFollowsTheRows(t *testing.T) {
 	f.update(app, n)
 	f.drain()
 	f.c.mu.Lock()
-	for key, op := range f.c.sourceRows["fleet-default/secret/creds"] {
+	for key, op := range f.c.bySource.rows["fleet-default/secret/creds"] {
 		if op == appOp {
 			t.Errorf("row %s of app still filed under creds", key)
 		}
 	}
-	if len(f.c.sourceRows["fleet-default/secret/other"]) != 2 {
-		t.Errorf("rows under other: %v, want app's two", f.c.sourceRows["fleet-default/secret/other"])
+	if len(f.c.bySource.rows["fleet-default/secret/other"]) != 2 {
+		t.Errorf("rows under other: %v, want app's two", f.c.bySource.rows["fleet-default/secret/other"])
 	}
 	f.c.mu.Unlock()
 }
