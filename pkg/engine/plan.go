@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copyspec"
+	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/downstream"
+)
+
+// action is what one copy needs.
+type action int
+
+const (
+	actionNone     action = iota // current, or nothing can be done (status says why)
+	actionCreate                 // missing downstream
+	actionUpdate                 // ours, differs
+	actionRecreate               // ours, immutable or type changed: delete and create
+)
+
+// plan is one copy's read-only assessment.
+type plan struct {
+	action action
+	want   object
+	cur    object
+	ops    kindOps
+	srcRV  string
+	out    outcome // final outcome when action is actionNone
+	// unread is set on an actionCreate decided without reading the object
+	// live (see createUnread): the create may find it exists after all.
+	unread bool
+}
+
+// planCopy reads the source and the downstream object and decides what the
+// copy needs, without writing.
+func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, c desiredCopy) plan {
+	what := describe(c.kind, c.targetNS, c.name)
+	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV, c.rowKey)
+	if apierrors.IsNotFound(err) {
+		return plan{out: outcome{status: copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
+			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}}
+	} else if err != nil {
+		return plan{out: outcome{retry: true, reason: "SourceReadFailed", status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+			Message: fmt.Sprintf("reading %s %s/%s upstream: %v", c.kind, c.helmOp.Namespace, c.name, err)}}}
+	}
+	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
+	srcMeta, _ := metaOf(src)
+	// Planning only reads; execute writes through the group's identity.
+	p := plan{ops: objectOps(client, client.Kube, c.kind), srcRV: srcMeta.GetResourceVersion()}
+	p.want = p.ops.desired(src, c.targetNS, owner)
+
+	// The informer holds Courier's own copies: when it has this one, it
+	// answers without a request -- already current, or to be updated from
+	// the cached resourceVersion (a stale one only costs a 409 and a retry).
+	// Anything else (absent from the cache, or not ours) is read live, which
+	// is how a same-named object Courier does not own is found.
+	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy {
+		if _, fleets := copyspec.FleetCopy(cur); !fleets {
+			p.decide(cur)
+			return p
+		}
+	}
+	if e.createUnread(client, c, p.ops) {
+		p.action, p.unread = actionCreate, true
+		return p
+	}
+	cur, err := p.ops.get(ctx, c.targetNS, c.name)
+	switch {
+	case apierrors.IsNotFound(err):
+		p.action = actionCreate
+		return p
+	case err != nil:
+		p.out = e.writeFailed(cluster, "reading "+what, err)
+		return p
+	}
+	p.judge(cur, owner, what, cluster.Name)
+	return p
+}
+
+// decide records what Courier's own copy cur needs: nothing, an update, or
+// (immutable, or a Secret type change) delete and create.
+//
+// A copy of this HelmOp written for another Fleet Cluster on the same
+// kube-apiserver keeps naming that Cluster: only its content is judged
+// (DESIGN §3 rule 11), so Clusters that share a kube-apiserver never
+// rewrite each other's copies.
+func (p *plan) decide(cur object) {
+	p.cur = cur
+	copyspec.AdoptWriter(p.want, cur)
+	switch {
+	case p.ops.upToDate(cur, p.want):
+		copiesTotal.WithLabelValues("current", "").Inc()
+		p.out = outcome{status: synced(p.srcRV, nil)}
+	case p.ops.needsRecreate(cur, p.want):
+		p.action = actionRecreate
+	default:
+		p.action = actionUpdate
+	}
+}
+
+// fleetsCopy is the outcome for a copy Fleet's own agent made (DESIGN §3
+// rule 12): never written or deleted by Courier, reported Synced when its
+// type and data are the source's, else Conflict.
+func fleetsCopy(p plan, cur object, bundleDeployment, what, cluster string) outcome {
+	if p.ops.sameData(cur, p.want) {
+		copiesTotal.WithLabelValues("current", "").Inc()
+		st := synced(p.srcRV, nil)
+		st.Message = fmt.Sprintf("%s in cluster %s is Fleet's copy (BundleDeployment %s) and matches its source; Courier leaves it to Fleet",
+			what, cluster, bundleDeployment)
+		return outcome{status: st}
+	}
+	return conflict(fmt.Sprintf("%s in cluster %s is Fleet's copy (BundleDeployment %s) and differs from its source; Courier never writes Fleet's copies",
+		what, cluster, bundleDeployment))
+}
+
+// conflict is the outcome for a same-named object Courier must leave alone.
+func conflict(msg string) outcome {
+	copiesTotal.WithLabelValues("failed", "Conflict").Inc()
+	return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict, Message: msg}}
+}
