@@ -115,6 +115,7 @@ type Engine struct {
 	cfg         Config
 	queue       workqueue.TypedRateLimitingInterface[string]
 	sources     *sourceCache
+	current     *currentCopies
 	impersonate impersonators
 	fallbacks   fallbackAnswers
 	now         func() time.Time
@@ -186,6 +187,7 @@ func New(cfg Config) *Engine {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, cfg.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
 		sources:    newSourceCache(cfg.Sources),
+		current:    newCurrentCopies(),
 		now:        time.Now,
 		desired:    newDesiredState(),
 		statuses:   map[string]copyview.EngineStatus{},

@@ -39,6 +39,15 @@ type plan struct {
 // planCopy reads the source and the downstream object and decides what the
 // copy needs, without writing.
 func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, c desiredCopy) plan {
+	// Planning only reads; execute writes through the group's identity.
+	ops := objectOps(client, client.Kube, c.kind)
+	// The informer holds Courier's own copies. A copy found current at this
+	// very version for this very row needs nothing more (currentCopies).
+	cached, inCache := ops.cached(c.targetNS, c.name)
+	if inCache && e.current.holds(client, c, cached.GetResourceVersion()) {
+		copiesTotal.WithLabelValues("current", "").Inc()
+		return plan{ops: ops, cur: cached, srcRV: c.sourceRV, out: outcome{status: synced(c.sourceRV, nil)}}
+	}
 	what := describe(c.kind, c.targetNS, c.name)
 	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV, c.rowKey)
 	if apierrors.IsNotFound(err) {
@@ -50,18 +59,20 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	}
 	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
 	srcMeta, _ := metaOf(src)
-	// Planning only reads; execute writes through the group's identity.
-	p := plan{ops: objectOps(client, client.Kube, c.kind), srcRV: srcMeta.GetResourceVersion()}
+	p := plan{ops: ops, srcRV: srcMeta.GetResourceVersion()}
 	p.want = p.ops.desired(src, c.targetNS, owner)
 
-	// The informer holds Courier's own copies: when it has this one, it
-	// answers without a request -- already current, or to be updated from
-	// the cached resourceVersion (a stale one only costs a 409 and a retry).
-	// Anything else (absent from the cache, or not ours) is read live, which
-	// is how a same-named object Courier does not own is found.
-	if cur, ok := p.ops.cached(c.targetNS, c.name); ok && copyspec.OwnershipOf(cur, owner) == copyspec.OwnedBy {
-		if _, fleets := copyspec.FleetCopy(cur); !fleets {
-			p.decide(cur)
+	// When the informer has Courier's own copy, it answers without a
+	// request -- already current, or to be updated from the cached
+	// resourceVersion (a stale one only costs a 409 and a retry). Anything
+	// else (absent from the cache, or not ours) is read live, which is how a
+	// same-named object Courier does not own is found.
+	if inCache && copyspec.OwnershipOf(cached, owner) == copyspec.OwnedBy {
+		if _, fleets := copyspec.FleetCopy(cached); !fleets {
+			p.decide(cached)
+			if p.action == actionNone && p.srcRV == c.sourceRV {
+				e.current.remember(client, c, cached.GetResourceVersion())
+			}
 			return p
 		}
 	}

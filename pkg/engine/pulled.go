@@ -22,11 +22,7 @@ func Pulled(cluster *fleet.Cluster) bool {
 // Cluster is deleted: the copies already written there are the agent's to
 // keep or remove.
 func (e *Engine) leavePulled(key string) {
-	e.cfg.Downstream.Forget(key)
-	e.forgetEchoes(key)
-	e.forgetTwin(key)
-	e.forgetIdentities(key)
-	clusterReachable.DeleteLabelValues(key)
+	e.forgetCluster(key)
 	forgot := e.forgetStatuses(e.copiesFor(key))
 	if e.setLeftovers(key, nil) || forgot {
 		e.notify()
@@ -49,4 +45,16 @@ func (e *Engine) forgetStatuses(copies []desiredCopy) bool {
 		}
 	}
 	return forgot
+}
+
+// forgetCluster drops what the engine keeps to reach and write to a
+// cluster: its downstream client (and so its informers), expected echoes,
+// twin record, identities and the copies it found current.
+func (e *Engine) forgetCluster(key string) {
+	e.cfg.Downstream.Forget(key)
+	e.forgetEchoes(key)
+	e.forgetTwin(key)
+	e.forgetIdentities(key)
+	e.current.forget(key)
+	clusterReachable.DeleteLabelValues(key)
 }

@@ -37,11 +37,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	if apierrors.IsNotFound(err) {
 		// The Cluster is gone: its rows are gone with it, and Courier can no
 		// longer reach it to remove copies.
-		e.cfg.Downstream.Forget(key)
-		e.forgetEchoes(key)
-		e.forgetTwin(key)
-		e.forgetIdentities(key)
-		clusterReachable.DeleteLabelValues(key)
+		e.forgetCluster(key)
 		if e.setLeftovers(key, nil) {
 			e.notify()
 		}
@@ -104,6 +100,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			return fatal
 		}
 	}
+	e.current.retain(key, copies)
 	if e.draining.Load() {
 		if changed {
 			e.notify()
