@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,22 +32,37 @@ func profileSeconds(t *testing.T) time.Duration {
 	return time.Duration(intsFromEnv(t, "COURIER_BENCH_PROFILE_SECONDS", []int{30})[0]) * time.Second
 }
 
-// startCPUProfile starts fetching a CPU profile of d in the background;
-// the returned function waits for it and writes it to name.
+// traceToo is COURIER_BENCH_TRACE=1: with COURIER_BENCH_PROFILE, save an
+// execution trace of each profiled window beside its CPU profile
+// (<name>.trace; go tool trace reads it). Where the CPU profile shows what
+// Courier computes, the trace shows where its workers wait: a pass that
+// takes longer than its requests while the process is mostly idle.
+func traceToo() bool { return os.Getenv("COURIER_BENCH_TRACE") == "1" }
+
+// startCPUProfile starts fetching a CPU profile of d in the background
+// (and a trace, with COURIER_BENCH_TRACE); the returned function waits for
+// them and writes them to name (and name's .trace).
 func startCPUProfile(t *testing.T, name string, d time.Duration) func() {
 	dir := profileDir()
 	if dir == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
-		if err := saveProfile(path, filepath.Join(dir, name), d+time.Minute); err != nil {
-			t.Logf("CPU profile %s: %v", name, err)
-		}
-	}()
-	return func() { <-done }
+	var wg sync.WaitGroup
+	fetch := func(what, path, file string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := saveProfile(path, filepath.Join(dir, file), d+time.Minute); err != nil {
+				t.Logf("%s %s: %v", what, file, err)
+			}
+		}()
+	}
+	seconds := int(d.Seconds())
+	fetch("CPU profile", fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name)
+	if traceToo() {
+		fetch("trace", fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), strings.TrimSuffix(name, ".pprof")+".trace")
+	}
+	return wg.Wait
 }
 
 // saveHeapProfile writes Courier's heap profile to name.
