@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,16 +80,51 @@ type Owner struct {
 // upstream id is neither a valid label value nor bounded to 63 characters;
 // the NUL separators keep ("a","bc") and ("ab","c") apart.
 func OwnerHash(upstreamID string, helmOp types.NamespacedName) string {
-	sum := sha256.Sum256([]byte(upstreamID + "\x00" + helmOp.Namespace + "\x00" + helmOp.Name))
-	return hex.EncodeToString(sum[:])[:40]
+	return hashes.of(upstreamID, helmOp.Namespace, helmOp.Name)
 }
 
 // ClusterHash is the value of LabelClusterHash for copies written for the
 // Fleet Cluster namespace/name by the upstream upstreamID: the first 40 hex
 // characters of sha256 over "upstream\x00namespace\x00name".
 func ClusterHash(upstreamID, namespace, name string) string {
-	sum := sha256.Sum256([]byte(upstreamID + "\x00" + namespace + "\x00" + name))
-	return hex.EncodeToString(sum[:])[:40]
+	return hashes.of(upstreamID, namespace, name)
+}
+
+// hashes remembers the label hashes computed last. Every pass over a
+// Cluster judges each of its copies' ownership, and its sweep each copy's
+// claim: at 1,000 Clusters x 10 copies that was a sha256 per copy per pass
+// for a handful of distinct HelmOps and Clusters. Bounded, because a claim
+// is read from a copy's annotations, which anyone who can edit the copy
+// can fill with new values.
+var hashes = &hashCache{byInput: map[string]string{}}
+
+type hashCache struct {
+	mu      sync.Mutex
+	byInput map[string]string
+}
+
+// hashCacheSize bounds hashCache: when full it starts over.
+const hashCacheSize = 8192
+
+// of is the first 40 hex characters of sha256 over a, b and c joined by
+// NUL bytes.
+func (h *hashCache) of(a, b, c string) string {
+	in := a + "\x00" + b + "\x00" + c
+	h.mu.Lock()
+	out, ok := h.byInput[in]
+	h.mu.Unlock()
+	if ok {
+		return out
+	}
+	sum := sha256.Sum256([]byte(in))
+	out = hex.EncodeToString(sum[:])[:40]
+	h.mu.Lock()
+	if len(h.byInput) >= hashCacheSize {
+		clear(h.byInput)
+	}
+	h.byInput[in] = out
+	h.mu.Unlock()
+	return out
 }
 
 // ClusterSelector selects the copies written for one Fleet Cluster: what

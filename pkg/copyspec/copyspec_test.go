@@ -1,6 +1,9 @@
 package copyspec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -451,5 +454,26 @@ func TestFleetCopy(t *testing.T) {
 	}
 	if _, ok := FleetCopy(&metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: ManagedByValue}}); ok {
 		t.Error("Courier's copy taken for Fleet's")
+	}
+}
+
+// The hash cache gives what sha256 gives, and stays bounded however many
+// distinct claims copies carry.
+func TestHashCacheBounded(t *testing.T) {
+	h := &hashCache{byInput: map[string]string{}}
+	direct := func(a, b, c string) string {
+		sum := sha256.Sum256([]byte(a + "\x00" + b + "\x00" + c))
+		return hex.EncodeToString(sum[:])[:40]
+	}
+	for i := range 2*hashCacheSize + 1 {
+		name := fmt.Sprintf("op-%d", i)
+		for range 2 { // computed, then from the cache
+			if got, want := h.of("up", "ns", name), direct("up", "ns", name); got != want {
+				t.Fatalf("hash of %s = %s, want %s", name, got, want)
+			}
+		}
+	}
+	if n := len(h.byInput); n > hashCacheSize || n == 0 {
+		t.Errorf("the cache holds %d entries, want 1..%d", n, hashCacheSize)
 	}
 }

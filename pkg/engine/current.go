@@ -18,12 +18,14 @@ import (
 // current, and building those nine (labels, annotations, two hashes, a
 // clone of the data) cost more CPU than the write (docs/benchmarks.md).
 //
-// Anything that could change the answer misses: a write or an edit
-// downstream changes the copy's resourceVersion, a source change the
-// row's source version, a new kubeconfig the client. Only a copy Courier
-// owns, judged current from the informer's cache, is remembered; a live
-// read, a write, Fleet's copies and every problem are decided afresh each
-// pass.
+// Two things are remembered: a copy Courier owns that a pass judged
+// current from the informer's cache, and a copy Courier has just written,
+// at the resourceVersion the server gave it -- after a change of every
+// source the next pass finds all ten copies that way. Anything that could
+// change the answer misses: an edit downstream changes the copy's
+// resourceVersion, a source change the row's source version, a new
+// kubeconfig the client. A live read, Fleet's copies and every problem are
+// decided afresh each pass.
 type currentCopies struct {
 	mu        sync.Mutex
 	byCluster map[string]*clusterCurrent

@@ -149,3 +149,34 @@ func TestCurrentCopiesKeys(t *testing.T) {
 		}
 	})
 }
+
+// A copy Courier has just written is current as written: the pass after
+// the write finds it in the informer at the resourceVersion the write
+// returned and reads nothing upstream to judge it (the source cache is
+// emptied first, as above, so any judging would show as a read).
+func TestWrittenCopyIsRemembered(t *testing.T) {
+	down := newFakeCluster(true, targetNamespace, secretCopy(srcSecret("db", "7"), targetNS, owner(appOp, "c1")))
+	env := newEnv(t, down, withSecretData(srcSecret("db", "8"), canary+"-v2"))
+	r := row("Secret", "db", "8", "")
+	if err := env.reconcile(r); err != nil {
+		t.Fatalf("first pass: %v", err)
+	}
+	checkActions(t, "first pass downstream", env.downActions(), []string{saLookup, "update secrets apps/db"})
+	written, ok := down.secret(targetNS, "db")
+	if !ok {
+		t.Fatal("the copy is gone after the update")
+	}
+	down.cache(written) // the informer's view of the write
+
+	env.e.sources.forget(sourceKey{"Secret", fleetNS, "db"})
+	env.upstream.ClearActions()
+	down.kube.ClearActions()
+	if err := env.reconcile(r); err != nil {
+		t.Fatalf("second pass: %v", err)
+	}
+	checkActions(t, "second pass upstream", env.upActions(), []string{})
+	checkActions(t, "second pass downstream", env.downActions(), []string{})
+	if st := env.mustStatus(r); st.Phase != courier.CopyPhaseSynced || st.SyncedResourceVersion != "8" {
+		t.Errorf("row after the second pass = %+v, want Synced at 8", st)
+	}
+}

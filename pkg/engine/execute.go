@@ -36,7 +36,7 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("creating %s as %s", what, id.user()), err)
 		}
-		return e.written(c, p.srcRV, "Created")
+		return e.written(client, c, p.srcRV, rv, "Created")
 	case actionRecreate:
 		uid := p.cur.GetUID()
 		if err := p.ops.delete(ctx, c.targetNS, c.name, &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
@@ -48,7 +48,7 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("replacing immutable %s as %s", what, id.user()), err)
 		}
-		return e.written(c, p.srcRV, "Replaced")
+		return e.written(client, c, p.srcRV, rv, "Replaced")
 	case actionUpdate:
 		p.want.SetResourceVersion(p.cur.GetResourceVersion())
 		e.writing(cluster, c)
@@ -73,7 +73,7 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 		if err != nil {
 			return e.writeFailed(cluster, fmt.Sprintf("updating %s as %s", what, id.user()), err)
 		}
-		return e.written(c, p.srcRV, "Updated")
+		return e.written(client, c, p.srcRV, rv, "Updated")
 	}
 	return p.out
 }
@@ -83,8 +83,16 @@ func synced(rv string, at *metav1.Time) copyview.EngineStatus {
 		Message: "the copy matches its source"}
 }
 
-func (e *Engine) written(c desiredCopy, srcRV, how string) outcome {
+// written is the outcome of a write of the copy of row c, made from the
+// source at srcRV, that the server stored at copyRV. The copy is current
+// as written: the next pass that finds it at copyRV need not judge it
+// again (currentCopies), which after a change of every source is most of
+// the next pass.
+func (e *Engine) written(client *downstream.Client, c desiredCopy, srcRV, copyRV, how string) outcome {
 	copiesTotal.WithLabelValues("written", how).Inc()
+	if srcRV == c.sourceRV {
+		e.current.remember(client, c, copyRV)
+	}
 	e.mu.Lock()
 	if at, ok := e.observedAt[c.rowKey]; ok {
 		propagationSeconds.Observe(e.now().Sub(at).Seconds())
@@ -120,10 +128,12 @@ func (e *Engine) event(c desiredCopy, cluster *fleet.Cluster, out outcome) {
 		// so each appears once.
 		return
 	}
-	ref := e.helmOpRef(c.helmOp)
 	if out.wrote {
-		e.cfg.Recorder.Eventf(ref, corev1.EventTypeNormal, "Copied", "%s %s copied to %s/%s in cluster %s", c.kind, c.name, c.targetNS, c.name, cluster.Name)
+		if !e.copied.allow(c.helmOp, e.now()) {
+			return // client-go's spam filter would drop it (eventBudget)
+		}
+		e.cfg.Recorder.Eventf(e.helmOpRef(c.helmOp), corev1.EventTypeNormal, "Copied", "%s %s copied to %s/%s in cluster %s", c.kind, c.name, c.targetNS, c.name, cluster.Name)
 		return
 	}
-	e.cfg.Recorder.Event(ref, corev1.EventTypeWarning, out.reason, out.status.Message)
+	e.cfg.Recorder.Event(e.helmOpRef(c.helmOp), corev1.EventTypeWarning, out.reason, out.status.Message)
 }
