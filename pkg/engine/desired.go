@@ -107,6 +107,9 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 	e.mu.Unlock()
 
 	e.sources.forget(unused...)
+	if len(rows) == 0 {
+		e.copied.forget(helmOp)
+	}
 	if complete {
 		for _, key := range changed {
 			e.queue.Add(key)

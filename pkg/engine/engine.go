@@ -116,6 +116,7 @@ type Engine struct {
 	queue       workqueue.TypedRateLimitingInterface[string]
 	sources     *sourceCache
 	current     *currentCopies
+	copied      *eventBudget
 	impersonate impersonators
 	fallbacks   fallbackAnswers
 	now         func() time.Time
@@ -188,6 +189,7 @@ func New(cfg Config) *Engine {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
 		sources:    newSourceCache(cfg.Sources),
 		current:    newCurrentCopies(),
+		copied:     newEventBudget(),
 		now:        time.Now,
 		desired:    newDesiredState(),
 		statuses:   map[string]copyview.EngineStatus{},
