@@ -285,8 +285,15 @@ func TestUpstreamRestart(t *testing.T) {
 		return err == nil && strings.Count(out, "Synced") == 2, out
 	})
 	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "2"}})
-	waitSecret(t, 0, dest, "s", 30*time.Second, "change copied to downstream-1", secretData("k", "2"))
-	waitSecret(t, 1, dest, "s", 30*time.Second, "change copied to downstream-2", secretData("k", "2"))
+	// Courier's upstream informers learn of the change when their
+	// reflectors reconnect. Client-go's reflector backs off exponentially
+	// from 0.8 s while the upstream is down, with a jitter of up to 100 %,
+	// so after a 10 s outage its next attempt can come ~25 s after the
+	// server is back (and never more than 60 s: the backoff is capped at
+	// 30 s before jitter). Copies then land within seconds.
+	const reconnect = 75 * time.Second
+	waitSecret(t, 0, dest, "s", reconnect, "change copied to downstream-1", secretData("k", "2"))
+	waitSecret(t, 1, dest, "s", reconnect, "change copied to downstream-2", secretData("k", "2"))
 	if courier.Pid() != pid {
 		t.Errorf("Courier was restarted (pid %d, was %d)", courier.Pid(), pid)
 	}
