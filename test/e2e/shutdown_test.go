@@ -16,11 +16,13 @@ import (
 )
 
 // TestShutdownDuringFanout sends SIGTERM while Courier writes a HelmOp's
-// new entries into 20 clusters. Each cluster's set of copies is written
-// whole or not at all (the engine finishes the group it is writing and
-// starts no other), and after a restart every copy is present and current.
+// 24 new entries into 20 clusters, one cluster at a time. Each cluster's
+// set of copies is written whole or not at all (the engine finishes the
+// group it is writing and starts no other), and after a restart every copy
+// is present and current. With 8 entries the whole fan-out could finish
+// between the first copy and the signal.
 func TestShutdownDuringFanout(t *testing.T) {
-	const clusters, entries = 20, 8
+	const clusters, entries = 20, 24
 	ctx := context.Background()
 	w := newWorkspace(t, "ws-shutdown", make([]map[string]string, clusters)...)
 	destOf := func(i int) string { return fmt.Sprintf("shutdown-c%d", i) }
