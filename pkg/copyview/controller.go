@@ -236,15 +236,22 @@ func (c *Controller) workLocked(op types.NamespacedName) *work {
 }
 
 // takeWork returns what a HelmOp needs and forgets it: what is asked from
-// now on is queued anew. A key queued with no work recorded gets a full
-// sync.
+// now on is queued anew.
+//
+// Every path that queues a key records its work first, under c.mu, and
+// adds the key after. A sync that starts in between takes that work, and
+// the Add then queues the key once more with nothing recorded: there is
+// nothing left to do. (Treating such a key as a full sync cost a
+// recompute of the HelmOp's every row several times per second while the
+// engine reported a source change's 1,000 writes: 13 % of Courier's CPU
+// in that round at 10,000 rows.)
 func (c *Controller) takeWork(op types.NamespacedName) *work {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := c.work[op]
 	delete(c.work, op)
 	if w == nil {
-		w = &work{full: true}
+		w = &work{}
 	}
 	return w
 }

@@ -371,3 +371,39 @@ func TestReadyAfterFirstPass(t *testing.T) {
 		t.Errorf("DesiredComplete called %d times, want once", n)
 	}
 }
+
+// A status change's work can be taken by a sync that starts between its
+// record and its Add; the key then comes round again with nothing
+// recorded, and that costs nothing: no recompute, no write.
+func TestKeyQueuedAfterItsWorkWasTaken(t *testing.T) {
+	f := newFixture(t, helmOp("app", listing("Secret/creds")), cluster("c1", nil), defaultGroup, source("Secret", "creds", "1"))
+	f.engine.takeCalls()
+	x := "fleet-default/app.c1.secret.creds"
+	f.engine.setStatus(x, EngineStatus{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"})
+
+	// Positive control: told of the change, the view writes the row once
+	// and recomputes nothing.
+	before := f.rv()
+	f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{x}}})
+	f.drain()
+	if got := f.rv() - before; got != 1 {
+		t.Fatalf("the status change wrote %d rows, want 1", got)
+	}
+
+	// The race: a sync took the work of a second change before its key
+	// was added; the key is processed with nothing recorded.
+	f.engine.setStatus(x, EngineStatus{Phase: courier.CopyPhaseSynced, Message: "copied again", SyncedResourceVersion: "1"})
+	f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{x}}})
+	f.c.refreshRows(appOp, f.c.takeWork(appOp).rows) // the sync that came first
+	before = f.rv()
+	f.drain()
+	if got := f.rv() - before; got != 0 {
+		t.Errorf("processing the key with its work gone wrote %d rows, want 0", got)
+	}
+	if calls := f.engine.takeCalls(); len(calls) != 0 {
+		t.Errorf("processing the key with its work gone recomputed the HelmOp: %q", calls)
+	}
+	if r := f.row("app.c1.secret.creds"); r.Status.Message != "copied again" {
+		t.Errorf("row message %q, want the second change's", r.Status.Message)
+	}
+}

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -99,10 +101,41 @@ func (p *pool) sources(ctx context.Context, names []string) ([]*corev1.Secret, e
 }
 
 func (p *pool) copyOf(src *corev1.Secret, ns string) *corev1.Secret {
-	return &corev1.Secret{
+	c := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: ns, Labels: map[string]string{benchLabel: "pool"}},
 		Type:       src.Type,
 		Data:       src.Data,
+	}
+	if poolWithCourierMetadata() {
+		addCourierLikeMetadata(c, src, ns)
+	}
+	return c
+}
+
+// poolWithCourierMetadata is COURIER_BENCH_POOL_METADATA=courier: a
+// diagnostic run whose pool writes copies carrying as many labels and
+// annotations as Courier's, of the same lengths, under keys of its own
+// (DESIGN §1's keys would make them Courier's). It measures what the
+// contract's metadata costs the kube-apiservers per write; the figures of
+// such a run are not the acceptance figures, whose pool is the plain one.
+func poolWithCourierMetadata() bool { return os.Getenv("COURIER_BENCH_POOL_METADATA") == "courier" }
+
+// addCourierLikeMetadata gives c the shape of Courier's labels and
+// annotations: managed-by, two 40-hex hashes, the HelmOp, the upstream's
+// id, the source's resourceVersion and the Cluster's name.
+func addCourierLikeMetadata(c, src *corev1.Secret, ns string) {
+	hash := func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:])[:40]
+	}
+	c.Labels["pool.example/managed-by"] = "courier"
+	c.Labels["pool.example/owner"] = hash("owner\x00" + src.Namespace)
+	c.Labels["pool.example/cluster-hash"] = hash("cluster\x00" + ns)
+	c.Annotations = map[string]string{
+		"pool.example/helmop":                  src.Namespace + "/app",
+		"pool.example/upstream":                "6f1c2a9e-3b7d-4e21-9a5c-0d8e7f6b5a43",
+		"pool.example/source-resource-version": src.ResourceVersion,
+		"pool.example/cluster":                 ns,
 	}
 }
 

@@ -62,6 +62,9 @@ func printScale(w io.Writer, rows []scaleRow) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "baseline: a client-go pool of %d workers (Courier's copy workers) for copies; the kube-apiserver listing ConfigMaps for lists.\n", poolWorkers())
+	if poolWithCourierMetadata() {
+		fmt.Fprintln(w, "DIAGNOSTIC RUN: the pool's copies carry Courier-like labels and annotations (COURIER_BENCH_POOL_METADATA); these are not the acceptance figures.")
+	}
 	fmt.Fprintln(w, "checked: courier / baseline where there is a baseline, else Courier's own figure. Times are medians over the rounds, copies/s totals over them.")
 }
 
