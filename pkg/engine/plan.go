@@ -45,8 +45,7 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	// very version for this very row needs nothing more (currentCopies).
 	cached, inCache := ops.cached(c.targetNS, c.name)
 	if inCache && e.current.holds(client, c, cached.GetResourceVersion()) {
-		copiesTotal.WithLabelValues("current", "").Inc()
-		return plan{ops: ops, cur: cached, srcRV: c.sourceRV, out: outcome{status: synced(c.sourceRV, nil)}}
+		return plan{ops: ops, cur: cached, srcRV: c.sourceRV, out: foundCurrent(c.sourceRV)}
 	}
 	what := describe(c.kind, c.targetNS, c.name)
 	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV, c.rowKey)
@@ -93,6 +92,13 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	return p
 }
 
+// foundCurrent is the outcome, counted, for a copy a pass finds current
+// (made from the source at srcRV) and leaves alone.
+func foundCurrent(srcRV string) outcome {
+	copiesTotal.WithLabelValues("current", "").Inc()
+	return outcome{status: synced(srcRV, nil)}
+}
+
 // decide records what Courier's own copy cur needs: nothing, an update, or
 // (immutable, or a Secret type change) delete and create.
 //
@@ -105,8 +111,7 @@ func (p *plan) decide(cur object) {
 	copyspec.AdoptWriter(p.want, cur)
 	switch {
 	case p.ops.upToDate(cur, p.want):
-		copiesTotal.WithLabelValues("current", "").Inc()
-		p.out = outcome{status: synced(p.srcRV, nil)}
+		p.out = foundCurrent(p.srcRV)
 	case p.ops.needsRecreate(cur, p.want):
 		p.action = actionRecreate
 	default:
