@@ -184,24 +184,28 @@ func TestSlowWatcherIsClosedAtTheScaledLimit(t *testing.T) {
 	_, cur := s.List("", nil)
 	slow := mustWatch(t, s, "", nil, &metainternalversion.ListOptions{ResourceVersion: cur})
 	fast := mustWatch(t, s, "", nil, &metainternalversion.ListOptions{ResourceVersion: cur})
-	fastGot := make(chan int)
+	// The reading watcher reports each round it has read, and the writer
+	// waits for that before the next round: on a busy machine its goroutine
+	// may otherwise not run until all 1,300 events wait for it, past the
+	// limit, and it would be closed as too slow as well.
+	roundRead := make(chan struct{})
 	go func() {
 		count := 0
 		for range fast.ResultChan() {
 			count++
-			if count == 13*n {
-				fastGot <- count
+			if count%n == 0 {
+				roundRead <- struct{}{}
 			}
 		}
 	}()
 
 	for round := 0; round < 13; round++ {
 		s.Upsert(rows(n, withMessage(fmt.Sprint(round)))...)
-	}
-	select {
-	case <-fastGot:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the reading watcher did not get all 1,300 events")
+		select {
+		case <-roundRead:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the reading watcher did not get round %d's %d events", round, n)
+		}
 	}
 	got := expectClosed(t, slow)
 	if len(got) != limit {
