@@ -63,7 +63,8 @@ func run(m *testing.M) (int, error) {
 	// COURIER_BENCH_ARGS adds flags to Courier (for example -v=2 to see
 	// where its time goes); the default is Courier as users run it.
 	suite, err := localenv.StartSuite(ctx, localenv.SuiteOptions{Name: "bench",
-		CourierArgs: strings.Fields(os.Getenv("COURIER_BENCH_ARGS")), Keep: os.Getenv("COURIER_BENCH_KEEP") != ""})
+		CourierArgs: strings.Fields(os.Getenv("COURIER_BENCH_ARGS")), Keep: os.Getenv("COURIER_BENCH_KEEP") != "",
+		Profiling: profileServersToo()})
 	if err != nil {
 		return 0, err
 	}

@@ -62,8 +62,57 @@ func startCPUProfile(t *testing.T, name string, d time.Duration) func() {
 	if traceToo() {
 		fetch("trace", fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), strings.TrimSuffix(name, ".pprof")+".trace")
 	}
+	serverProfile(t, &wg, name, d)
 	return wg.Wait
 }
+
+// profileRound starts start's profiles of a round's window named name: in
+// the first round, and in every round with COURIER_BENCH_PROFILE_ROUNDS=all.
+func profileRound(t *testing.T, name string, round int, start func(*testing.T, string, time.Duration) func()) func() {
+	switch {
+	case round == 1:
+		return start(t, name+".pprof", profileSeconds(t))
+	case profileEveryRound():
+		return start(t, fmt.Sprintf("%s-r%d.pprof", name, round), profileSeconds(t))
+	}
+	return func() {}
+}
+
+// startServerProfile is startCPUProfile for the pool's windows: only the
+// kube-apiserver's profile (COURIER_BENCH_PROFILE_SERVERS), to compare with
+// Courier's window of the same kind.
+func startServerProfile(t *testing.T, name string, d time.Duration) func() {
+	var wg sync.WaitGroup
+	if profileDir() != "" {
+		serverProfile(t, &wg, name, d)
+	}
+	return wg.Wait
+}
+
+// serverProfile fetches, with COURIER_BENCH_PROFILE_SERVERS=1, a CPU
+// profile of d of downstream-1's kube-apiserver in the background, into
+// name with the server's name added (cpu-...-downstream-1.pprof).
+func serverProfile(t *testing.T, wg *sync.WaitGroup, name string, d time.Duration) {
+	if !profileServersToo() {
+		return
+	}
+	ds := env.Downstreams[0]
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		file := strings.TrimSuffix(name, ".pprof") + "-" + ds.Name + ".pprof"
+		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+		if err := saveProfileFrom(ds.Config, path, filepath.Join(profileDir(), file), d+time.Minute); err != nil {
+			t.Logf("CPU profile %s: %v", file, err)
+		}
+	}()
+}
+
+// profileServersToo is COURIER_BENCH_PROFILE_SERVERS=1: with
+// COURIER_BENCH_PROFILE, also save a CPU profile of downstream-1's
+// kube-apiserver over each profiled window (<name>-downstream-1.pprof), to
+// see what Courier's requests and watches cost the server it writes to.
+func profileServersToo() bool { return os.Getenv("COURIER_BENCH_PROFILE_SERVERS") == "1" }
 
 // saveHeapProfile writes Courier's heap profile to name.
 func saveHeapProfile(t *testing.T, name string) {
@@ -77,15 +126,20 @@ func saveHeapProfile(t *testing.T, name string) {
 }
 
 func saveProfile(path, file string, timeout time.Duration) error {
+	return saveProfileFrom(courier.Config, path, file, timeout)
+}
+
+// saveProfileFrom writes what path returns from the server of cfg to file.
+func saveProfileFrom(cfg *rest.Config, path, file string, timeout time.Duration) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	hc, err := rest.HTTPClientFor(courier.Config)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return err
 	}
 	hc.Timeout = timeout
-	body, err := getBody(context.Background(), hc, courier.Config.Host+path)
+	body, err := getBody(context.Background(), hc, cfg.Host+path)
 	if err != nil {
 		return err
 	}

@@ -220,6 +220,7 @@ func (s *scaleRun) newHelmOp() {
 	finishProfile()
 
 	time.Sleep(limiterRefill)
+	finishProfile = startServerProfile(t, fmt.Sprintf("cpu-%d-new-helmop-pool.pprof", l.n), profileSeconds(t))
 	t0 = time.Now()
 	if err := s.pool.create(ctx, allSources()); err != nil {
 		t.Fatalf("the pool's first copies: %v", err)
@@ -227,6 +228,7 @@ func (s *scaleRun) newHelmOp() {
 	if lat, err = s.w.Wait(l.keys(l.poolDest, allSources(), "r0"), t0, l.budget()); err != nil {
 		t.Fatalf("the pool's first copies: %v", err)
 	}
+	finishProfile()
 	s.create[sidePool] = lat
 	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, fleetsim.MaxDuration(s.create[sideCourier]), fleetsim.MaxDuration(lat))
 }
@@ -255,12 +257,7 @@ func (s *scaleRun) rounds(r int) {
 			var err error
 			if st.side == sideCourier {
 				win := s.openWindow()
-				finishProfile := func() {}
-				if name := fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-")); round == 1 {
-					finishProfile = startCPUProfile(t, name+".pprof", profileSeconds(t))
-				} else if profileEveryRound() {
-					finishProfile = startCPUProfile(t, fmt.Sprintf("%s-r%d.pprof", name, round), profileSeconds(t))
-				}
+				finishProfile := profileRound(t, fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-")), round, startCPUProfile)
 				t0 := updateSources(t, s.up, l.workspace(), names, value)
 				if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
 					t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
@@ -269,6 +266,7 @@ func (s *scaleRun) rounds(r int) {
 				s.closeWindow(win, st.kind)
 				finishProfile()
 			} else {
+				finishProfile := profileRound(t, fmt.Sprintf("cpu-%d-%s-pool", l.n, strings.ReplaceAll(st.kind, " ", "-")), round, startServerProfile)
 				c0 := mustCPU(t, s.pid)
 				t0 := updateSources(t, s.up, l.poolSources(), names, value)
 				if err := s.pool.update(ctx, names); err != nil {
@@ -278,6 +276,7 @@ func (s *scaleRun) rounds(r int) {
 					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
 				}
 				s.poolCPU += mustCPU(t, s.pid) - c0
+				finishProfile()
 			}
 			s.stat(st.side, st.kind).add(len(names)*l.n, lat)
 			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, fleetsim.MaxDuration(lat).Round(time.Millisecond))

@@ -67,6 +67,10 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Log receives progress messages (for example t.Logf). Default: discard.
 	Log func(format string, args ...any)
+	// Profiling serves /debug/pprof on the kube-apiservers (to the admin),
+	// for benchmarks that profile them. Off by default, as profiling
+	// handlers are not something tests should depend on.
+	Profiling bool
 }
 
 // Env is a running set of clusters. Stop it when done.
@@ -450,7 +454,7 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 			"--proxy-client-key-file=" + proxyKey,
 			"--audit-policy-file=" + filepath.Join(e.opts.Dir, "audit-policy.yaml"),
 			"--audit-log-path=" + c.AuditLog,
-			"--profiling=false",
+			"--profiling=" + strconv.FormatBool(e.opts.Profiling),
 		}
 	}
 	c.apiserver = e.newProcess("kube-apiserver-"+name, "kube-apiserver", nil)

@@ -18,6 +18,8 @@ type SuiteOptions struct {
 	CourierArgs []string
 	// Keep leaves the work directory (logs, audit logs) after Stop.
 	Keep bool
+	// Profiling serves /debug/pprof on the kube-apiservers (Options).
+	Profiling bool
 }
 
 // Suite is what a test package runs against: real clusters with Fleet's
@@ -72,7 +74,7 @@ func StartSuite(ctx context.Context, o SuiteOptions) (_ *Suite, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	s.Env, err = Start(ctx, Options{Dir: s.dir, BinDir: s.BinDir, Downstreams: 2, ReadyTimeout: 3 * time.Minute, Log: s.logf})
+	s.Env, err = Start(ctx, Options{Dir: s.dir, BinDir: s.BinDir, Downstreams: 2, ReadyTimeout: 3 * time.Minute, Log: s.logf, Profiling: o.Profiling})
 	if err != nil {
 		return nil, err
 	}
