@@ -1,7 +1,9 @@
 // Package downstream keeps one client per downstream cluster, built from the
 // kubeconfig Secret its Fleet Cluster names (DESIGN.md §2). Clusters are
 // independent (§3.10): building or using one cluster's client never waits for
-// another cluster, and an unreachable cluster fails fast.
+// another cluster, and an unreachable cluster fails fast. Clusters that reach
+// one kube-apiserver as one user share its watches (watchSet), each reading
+// only its own copies.
 package downstream
 
 import (
@@ -55,6 +57,21 @@ type Options struct {
 	// Secret or ConfigMap is added or changed (obj is the object now) or deleted (obj is nil).
 	// Must not block.
 	OnChange func(clusterKey string, obj runtime.Object)
+	// ShareLabel, when set, is the label whose value tells apart the
+	// copies of Clusters that reach the same kube-apiserver with the same
+	// credentials: such Clusters share one set of informers, which select
+	// WatchSelector's objects with any value of it, and each Client reads
+	// and hears of only the objects carrying the value its own
+	// WatchSelector requires (see watchSet). A Cluster whose selector does
+	// not require one value of it, or whose connection cannot be compared,
+	// gets informers of its own.
+	ShareLabel string
+	// LegacySelector, when set, picks Courier's copies written before
+	// ShareLabel existed, which WatchSelector does not: they are watched
+	// once per set too, and Client.Unlabelled lists them, so that a new
+	// Cluster's first sweep does not list every copy on its kube-apiserver
+	// to find them (normally there are none).
+	LegacySelector labels.Selector
 	// ForeignSelector, when set, picks objects Courier does not own but
 	// reports on (Fleet's own copies, DESIGN §3 rule 12). They are watched
 	// without their data (a transform drops it before caching), so that a
@@ -98,7 +115,9 @@ type Client struct {
 	ConfigMaps corev1listers.ConfigMapLister
 	// Selector is the label selector the informers use (Options.WatchSelector).
 	Selector string
-	// HasSynced reports whether both informers have synced (false while the cluster is unreachable).
+	// HasSynced reports whether the informers of its copies (and of
+	// LegacySelector's) have synced (false while the cluster is
+	// unreachable).
 	HasSynced func() bool
 	// MayHaveForeign reports whether an object Courier does not own but
 	// reports on (Options.ForeignSelector: Fleet's own copies) may be at
@@ -107,13 +126,12 @@ type Client struct {
 	// means it cannot tell.
 	MayHaveForeign func(kind, namespace, name string) bool
 
-	watches informers // this Cluster's copies
-	foreign informers // Options.ForeignSelector's objects (none without it)
-	// foreignSecrets and foreignConfigMaps list what foreign holds.
-	foreignSecrets    corev1listers.SecretLister
-	foreignConfigMaps corev1listers.ConfigMapLister
-	stop              chan struct{} // closed to stop the informers
-	done              chan struct{} // closed once the informers have shut down
+	// set holds the informers the Client reads through; member is the
+	// ShareLabel value it reads in a shared set ("" in a set of its own).
+	set    *watchSet
+	member string
+	stop   chan struct{} // closed when the Client is stopped
+	done   chan struct{} // closed once it has left its set (and the set's informers, if it was the last, have returned)
 }
 
 // Cache holds one Client per Cluster.
@@ -125,6 +143,7 @@ type Cache struct {
 	entries map[string]*entry
 	stopped bool
 	wg      sync.WaitGroup // informer shutdowns in flight
+	sets    watchSets      // the informers, by connection when shared
 }
 
 // entry is one cluster's state. All fields but sem are guarded by holding sem.
@@ -148,7 +167,7 @@ func NewCache(src SecretSource, o Options) *Cache {
 	if o.WatchSelector == nil {
 		panic("downstream.NewCache: Options.WatchSelector is required")
 	}
-	return &Cache{src: src, o: withDefaults(o), entries: map[string]*entry{}}
+	return &Cache{src: src, o: withDefaults(o), entries: map[string]*entry{}, sets: watchSets{label: o.ShareLabel}}
 }
 
 // withDefaults fills in the Options left empty.
@@ -282,7 +301,7 @@ func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Cl
 			return nil, invalid(err)
 		}
 	}
-	return newClient(cluster, cfg, c.o, invalid)
+	return newClient(cluster, cfg, c.o, invalid, &c.sets)
 }
 
 // setLimits sets what bounds every request to one cluster: o's Timeout
@@ -318,60 +337,65 @@ func NewClient(cluster *fleet.Cluster, cfg *rest.Config, o Options) (*Client, er
 			return nil, err
 		}
 	}
-	return newClient(cluster, cfg, o, func(err error) error { return err })
+	return newClient(cluster, cfg, o, func(err error) error { return err }, nil)
+}
+
+// Unlabelled returns the objects of kind ("Secret" or "ConfigMap") that
+// Options.LegacySelector picks on the Client's kube-apiserver, from its
+// watch, or false when there is no such watch or it has not synced: the
+// caller then lists them live.
+func (c *Client) Unlabelled(kind string) ([]runtime.Object, bool) {
+	w := c.set
+	if w == nil || w.legacySecrets == nil || !w.own.synced() {
+		return nil, false
+	}
+	idx := w.legacyConfigMaps
+	if kind == "Secret" {
+		idx = w.legacySecrets
+	}
+	var out []runtime.Object
+	for _, o := range idx.List() {
+		if obj, ok := o.(runtime.Object); ok {
+			out = append(out, obj)
+		}
+	}
+	return out, true
 }
 
 // Stop stops the client's informers and waits for them to shut down. Only
 // for clients from NewClient: a Cache stops its own.
 func (c *Client) Stop() {
 	close(c.stop)
-	c.shutdown()
+	(*watchSets)(nil).leave(c)()
 }
 
-// shutdown waits for the informers of a stopped client.
-func (c *Client) shutdown() {
-	c.watches.wait()
-	c.foreign.wait()
-	close(c.done)
-}
-
-// newClient builds the clients and starts the informers of a client from
-// its final cfg; invalid wraps an error building a clientset (a Cache turns
+// newClient builds the clients of a Cluster from its final cfg and has it
+// read through a watch set: a shared one of sets when it may (nil: a set
+// of its own). invalid wraps an error building a clientset (a Cache turns
 // it into a KubeconfigError that quotes no credential).
-func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func(error) error) (*Client, error) {
+func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func(error) error, sets *watchSets) (*Client, error) {
 	key := cluster.Namespace + "/" + cluster.Name
 	kube, err := o.NewClientset(cfg)
 	if err != nil {
 		return nil, invalid(err)
 	}
-	watchCfg := rest.CopyConfig(cfg)
-	watchCfg.Timeout = 0 // see Options.Timeout
-	// Without gzip: a compressed watch keeps a decompressor with a 32 KiB
-	// window open for as long as it lasts, four watches per Cluster -- 100
-	// MiB of Courier's heap at 1,000 Clusters. The lists are of Courier's
-	// own copies only, and the events are small.
-	watchCfg.DisableCompression = true
-	watchKube, err := o.NewClientset(watchCfg)
+	own := o.WatchSelector(cluster)
+	w, value, err := sets.join(key, own, cfg, o)
 	if err != nil {
 		return nil, invalid(err)
 	}
-
-	selector := o.WatchSelector(cluster).String()
-	own := watchOptions{selector: selector, handler: changeHandler(func(obj runtime.Object) { o.OnChange(key, obj) })}
-	cl := &Client{Key: key, Kube: kube, Config: cfg, Selector: selector, stop: make(chan struct{}), done: make(chan struct{})}
-	cl.Secrets, cl.ConfigMaps = cl.watches.secrets(watchKube, own), cl.watches.configMaps(watchKube, own)
-	synced := cl.watches.synced
+	cl := &Client{Key: key, Kube: kube, Config: cfg, Selector: own.String(), set: w, member: value,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	cl.Secrets = secretLister{memberView[*corev1.Secret]{w.secrets, "secret", w.label, value}}
+	cl.ConfigMaps = configMapLister{memberView[*corev1.ConfigMap]{w.configMaps, "configmap", w.label, value}}
+	// HasSynced is about Courier's own copies: the foreign watch has its
+	// own answer in MayHaveForeign.
+	cl.HasSynced = w.own.synced
 	cl.MayHaveForeign = func(string, string, string) bool { return false }
 	if o.ForeignSelector != nil {
-		// Objects Courier does not own but reports on (Fleet's copies):
-		// held without their data; any change queues the cluster
-		// (OnChange with nil), whose pass reads the object live.
-		foreign := watchOptions{selector: o.ForeignSelector.String(), transform: dropData,
-			handler: changeHandler(func(runtime.Object) { o.OnChange(key, nil) })}
-		cl.foreignSecrets, cl.foreignConfigMaps = cl.foreign.secrets(watchKube, foreign), cl.foreign.configMaps(watchKube, foreign)
-		fs, fc := cl.foreignSecrets, cl.foreignConfigMaps
+		fs, fc := w.foreignSecrets, w.foreignConfigMaps
 		cl.MayHaveForeign = func(kind, namespace, name string) bool {
-			if !cl.foreign.synced() {
+			if !w.foreign.synced() {
 				return true
 			}
 			var err error
@@ -383,11 +407,6 @@ func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func
 			return !apierrors.IsNotFound(err)
 		}
 	}
-	// HasSynced is about Courier's own copies: the foreign watch has its
-	// own answer in MayHaveForeign.
-	cl.HasSynced = synced
-	cl.watches.start(cl.stop) // not waited for: callers check HasSynced
-	cl.foreign.start(cl.stop)
 	return cl, nil
 }
 
@@ -405,28 +424,35 @@ func dropData(obj any) (any, error) {
 // changeHandler calls changed on every add, delete and update but the
 // updates of a relist, with the object as it is now (nil when deleted).
 func changeHandler(changed func(runtime.Object)) toolscache.ResourceEventHandler {
+	return routedHandler(func(any) string { return "" }, func(_ string, now runtime.Object) { changed(now) })
+}
+
+// routedHandler is changeHandler that also says, with route, whom each
+// event's object is for (read from the object, or the deleted one).
+func routedHandler(route func(obj any) string, changed func(to string, now runtime.Object)) toolscache.ResourceEventHandler {
 	current := func(obj any) runtime.Object {
 		o, _ := obj.(runtime.Object)
 		return o
 	}
 	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { changed(current(obj)) },
+		AddFunc: func(obj any) { changed(route(obj), current(obj)) },
 		UpdateFunc: func(old, cur any) {
 			if o, err1 := meta.Accessor(old); err1 == nil {
 				if n, err2 := meta.Accessor(cur); err2 == nil && o.GetResourceVersion() == n.GetResourceVersion() {
 					return // a relist, not a change
 				}
 			}
-			changed(current(cur))
+			changed(route(cur), current(cur))
 		},
-		DeleteFunc: func(any) { changed(nil) },
+		DeleteFunc: func(obj any) { changed(route(obj), nil) },
 	}
 }
 
-// stopClient stops a client's informers without waiting for them; Stop waits.
+// stopClient stops a client, and its informers when no other Client reads
+// through them, without waiting for them; Stop waits.
 func (c *Cache) stopClient(cl *Client) {
 	close(cl.stop)
-	c.wg.Go(cl.shutdown)
+	c.wg.Go(c.sets.leave(cl))
 }
 
 // Forget stops and drops a cluster's client (the Cluster was deleted). It waits for a Get

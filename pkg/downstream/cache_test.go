@@ -897,21 +897,8 @@ func TestInformersSelectTheirClustersCopies(t *testing.T) {
 	fk.sets = map[string]*fake.Clientset{"https://shared": fake.NewClientset()}
 	fc := fk.sets["https://shared"]
 	fk.mu.Unlock()
-	var mu sync.Mutex
-	seen := map[string]int{} // selector -> lists and watches made with it
-	record := func(sel labels.Selector) {
-		mu.Lock()
-		defer mu.Unlock()
-		seen[sel.String()]++
-	}
-	fc.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		record(a.(k8stesting.ListAction).GetListRestrictions().Labels)
-		return false, nil, nil
-	})
-	fc.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		record(a.(k8stesting.WatchAction).GetWatchRestrictions().Labels)
-		return false, nil, nil
-	})
+	sels := recordSelectors(fc)
+	mu, seen := &sels.mu, sels.seen
 	ctx := context.Background()
 	var clients []*Client
 	for _, name := range []string{"c1", "c2"} {
@@ -937,6 +924,32 @@ func TestInformersSelectTheirClustersCopies(t *testing.T) {
 			t.Errorf("%d requests selected %q, which is neither Cluster's own", n, sel)
 		}
 	}
+}
+
+// selectorLog counts the lists and watches a fake clientset was sent, by
+// label selector.
+type selectorLog struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+// recordSelectors makes fc count its lists and watches by label selector.
+func recordSelectors(fc *fake.Clientset) *selectorLog {
+	l := &selectorLog{seen: map[string]int{}}
+	record := func(sel labels.Selector) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.seen[sel.String()]++
+	}
+	fc.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		record(a.(k8stesting.ListAction).GetListRestrictions().Labels)
+		return false, nil, nil
+	})
+	fc.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		record(a.(k8stesting.WatchAction).GetWatchRestrictions().Labels)
+		return false, nil, nil
+	})
+	return l
 }
 
 func TestKubeconfigNamespaces(t *testing.T) {
@@ -998,7 +1011,7 @@ func TestForeignObjectsWatchedWithoutData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the foreign informer to sync", cl.foreign.synced)
+	waitFor(t, "the foreign informer to sync", cl.set.foreign.synced)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "fleets", Labels: map[string]string{"fleet": "yes"}},
 		Data: map[string][]byte{"k": []byte(fakeToken)}}
 	if _, err := cl.Kube.CoreV1().Secrets("app").Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
@@ -1012,7 +1025,7 @@ func TestForeignObjectsWatchedWithoutData(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Contains(calls, runtime.Object(nil))
 	})
-	cached, err := cl.foreignSecrets.Secrets("app").Get("fleets")
+	cached, err := cl.set.foreignSecrets.Secrets("app").Get("fleets")
 	if err != nil {
 		t.Fatalf("the foreign object is not cached: %v", err)
 	}

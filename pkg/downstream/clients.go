@@ -2,6 +2,7 @@ package downstream
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -94,20 +94,22 @@ type watchOptions struct {
 	selector  string
 	handler   toolscache.ResourceEventHandler
 	transform toolscache.TransformFunc
+	// indexers are added to the namespace index every informer has.
+	indexers toolscache.Indexers
 }
 
-// secrets adds an informer of the Secrets o selects and returns their
-// lister.
-func (in *informers) secrets(cs Clientset, o watchOptions) corev1listers.SecretLister {
+// secrets adds an informer of the Secrets o selects and returns its
+// store.
+func (in *informers) secrets(cs Clientset, o watchOptions) toolscache.Indexer {
 	c := cs.CoreV1().Secrets(metav1.NamespaceAll)
-	return corev1listers.NewSecretLister(in.add(selected(cs, o, c.List, c.Watch), &corev1.Secret{}, o))
+	return in.add(selected(cs, o, c.List, c.Watch), &corev1.Secret{}, o)
 }
 
-// configMaps adds an informer of the ConfigMaps o selects and returns
-// their lister.
-func (in *informers) configMaps(cs Clientset, o watchOptions) corev1listers.ConfigMapLister {
+// configMaps adds an informer of the ConfigMaps o selects and returns its
+// store.
+func (in *informers) configMaps(cs Clientset, o watchOptions) toolscache.Indexer {
 	c := cs.CoreV1().ConfigMaps(metav1.NamespaceAll)
-	return corev1listers.NewConfigMapLister(in.add(selected(cs, o, c.List, c.Watch), &corev1.ConfigMap{}, o))
+	return in.add(selected(cs, o, c.List, c.Watch), &corev1.ConfigMap{}, o)
 }
 
 // selected is the list-watch of one typed client's objects that o's label
@@ -128,11 +130,13 @@ func selected[L runtime.Object](cs Clientset, o watchOptions, list func(context.
 }
 
 func (in *informers) add(lw toolscache.ListerWatcher, obj runtime.Object, o watchOptions) toolscache.Indexer {
+	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	maps.Copy(indexers, o.indexers)
 	store, ctrl := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    obj,
 		Handler:       o.handler,
-		Indexers:      toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+		Indexers:      indexers,
 		Transform:     o.transform,
 	})
 	in.ctrls = append(in.ctrls, ctrl)

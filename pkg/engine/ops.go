@@ -30,8 +30,9 @@ type kindOps interface {
 	update(ctx context.Context, obj object) (string, error)
 	delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error
 	listManaged(ctx context.Context) ([]object, error)
-	// listUnlabelled lists, live, Courier's copies that carry no
-	// cluster-hash label (written before it existed).
+	// listUnlabelled lists Courier's copies that carry no cluster-hash
+	// label (written before it existed): from the client's watch of them
+	// once synced, else live.
 	listUnlabelled(ctx context.Context) ([]object, error)
 	// synced reports whether the cluster's informers have synced: then
 	// cached holds every copy written for this Cluster.
@@ -55,16 +56,18 @@ type typedClient[T object] interface {
 // ops implements kindOps for one type; the two instances below differ
 // only in the functions they are given.
 type ops[T object] struct {
-	reader       func(ns string) typedClient[T]
-	client       func(ns string) typedClient[T]
-	fromCache    func(ns, name string) (T, error)
-	listCache    func() ([]T, error)
-	listLive     func(ctx context.Context, opts metav1.ListOptions) ([]T, error)
-	isSynced     func() bool
-	build        func(src T, ns string, o copyspec.Owner) T
-	isUpToDate   func(cur, want T) bool
-	dataEqual    func(cur, want T) bool
-	mustRecreate func(cur, want T) bool
+	reader    func(ns string) typedClient[T]
+	client    func(ns string) typedClient[T]
+	fromCache func(ns, name string) (T, error)
+	listCache func() ([]T, error)
+	// unlabelledCache is downstream.Client.Unlabelled for T's kind.
+	unlabelledCache func() ([]runtime.Object, bool)
+	listLive        func(ctx context.Context, opts metav1.ListOptions) ([]T, error)
+	isSynced        func() bool
+	build           func(src T, ns string, o copyspec.Owner) T
+	isUpToDate      func(cur, want T) bool
+	dataEqual       func(cur, want T) bool
+	mustRecreate    func(cur, want T) bool
 	// selector is what the cluster's informers select: its own copies.
 	selector string
 }
@@ -124,6 +127,15 @@ func (o ops[T]) listManaged(ctx context.Context) ([]object, error) {
 }
 
 func (o ops[T]) listUnlabelled(ctx context.Context) ([]object, error) {
+	if cached, ok := o.unlabelledCache(); ok {
+		out := make([]object, 0, len(cached))
+		for _, obj := range cached {
+			if t, ok := obj.(T); ok {
+				out = append(out, t)
+			}
+		}
+		return out, nil
+	}
 	items, err := o.listLive(ctx, metav1.ListOptions{LabelSelector: copyspec.UnlabelledSelector().String()})
 	return objects(items), err
 }
@@ -157,10 +169,11 @@ func (o ops[T]) needsRecreate(cur, want object) bool {
 func objectOps(c *downstream.Client, writer writeClient, kind string) kindOps {
 	if kind == "Secret" {
 		return ops[*corev1.Secret]{
-			reader:    func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
-			client:    func(ns string) typedClient[*corev1.Secret] { return writer.CoreV1().Secrets(ns) },
-			fromCache: func(ns, name string) (*corev1.Secret, error) { return c.Secrets.Secrets(ns).Get(name) },
-			listCache: func() ([]*corev1.Secret, error) { return c.Secrets.List(labels.Everything()) },
+			reader:          func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
+			client:          func(ns string) typedClient[*corev1.Secret] { return writer.CoreV1().Secrets(ns) },
+			fromCache:       func(ns, name string) (*corev1.Secret, error) { return c.Secrets.Secrets(ns).Get(name) },
+			listCache:       func() ([]*corev1.Secret, error) { return c.Secrets.List(labels.Everything()) },
+			unlabelledCache: func() ([]runtime.Object, bool) { return c.Unlabelled("Secret") },
 			listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.Secret, error) {
 				l, err := c.Kube.CoreV1().Secrets("").List(ctx, opts)
 				if err != nil {
@@ -179,10 +192,11 @@ func objectOps(c *downstream.Client, writer writeClient, kind string) kindOps {
 		}
 	}
 	return ops[*corev1.ConfigMap]{
-		reader:    func(ns string) typedClient[*corev1.ConfigMap] { return c.Kube.CoreV1().ConfigMaps(ns) },
-		client:    func(ns string) typedClient[*corev1.ConfigMap] { return writer.CoreV1().ConfigMaps(ns) },
-		fromCache: func(ns, name string) (*corev1.ConfigMap, error) { return c.ConfigMaps.ConfigMaps(ns).Get(name) },
-		listCache: func() ([]*corev1.ConfigMap, error) { return c.ConfigMaps.List(labels.Everything()) },
+		reader:          func(ns string) typedClient[*corev1.ConfigMap] { return c.Kube.CoreV1().ConfigMaps(ns) },
+		client:          func(ns string) typedClient[*corev1.ConfigMap] { return writer.CoreV1().ConfigMaps(ns) },
+		fromCache:       func(ns, name string) (*corev1.ConfigMap, error) { return c.ConfigMaps.ConfigMaps(ns).Get(name) },
+		listCache:       func() ([]*corev1.ConfigMap, error) { return c.ConfigMaps.List(labels.Everything()) },
+		unlabelledCache: func() ([]runtime.Object, bool) { return c.Unlabelled("ConfigMap") },
 		listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.ConfigMap, error) {
 			l, err := c.Kube.CoreV1().ConfigMaps("").List(ctx, opts)
 			if err != nil {

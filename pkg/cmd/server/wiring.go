@@ -121,6 +121,10 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		WatchSelector: func(c *fleetv1alpha1.Cluster) labels.Selector {
 			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
 		},
+		// Clusters that reach one kube-apiserver as one user share its
+		// watches; the cluster-hash label tells their copies apart.
+		ShareLabel:      copyspec.LabelClusterHash,
+		LegacySelector:  copyspec.UnlabelledSelector(),
 		ForeignSelector: copyspec.FleetCopySelector(),
 		OnChange:        func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
 		UserAgent:       "courier",
