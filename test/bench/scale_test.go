@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
@@ -231,6 +232,55 @@ func (s *scaleRun) newHelmOp() {
 	finishProfile()
 	s.create[sidePool] = lat
 	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, fleetsim.MaxDuration(s.create[sideCourier]), fleetsim.MaxDuration(lat))
+	waitNamespacesSettled(t, l)
+}
+
+// waitNamespacesSettled waits until kube-controller-manager has done its
+// work for every destination namespace (the kube-root-ca.crt ConfigMap and
+// the default ServiceAccount in each, at its own request limit), so that
+// its backlog -- up to 4,000 writes at N=1,000, a minute and more after
+// the namespaces were made -- does not land in whichever rounds come first.
+// At N=1,000 it was still writing 34 objects per one-source round.
+func waitNamespacesSettled(t *testing.T, l layout) {
+	ctx := context.Background()
+	start := time.Now()
+	prefix := fmt.Sprintf("bench-%d-", l.n)
+	for _, ds := range env.Downstreams {
+		kube, err := kubernetes.NewForConfig(ds.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var missing int
+		err = wait.PollUntilContextTimeout(ctx, time.Second, l.budget(), true, func(ctx context.Context) (bool, error) {
+			missing = 0
+			namespaces, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil
+			}
+			cms, err1 := kube.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kube-root-ca.crt"})
+			sas, err2 := kube.CoreV1().ServiceAccounts("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=default"})
+			if err1 != nil || err2 != nil {
+				return false, nil
+			}
+			have := map[string]int{}
+			for _, cm := range cms.Items {
+				have[cm.Namespace]++
+			}
+			for _, sa := range sas.Items {
+				have[sa.Namespace]++
+			}
+			for _, ns := range namespaces.Items {
+				if strings.HasPrefix(ns.Name, prefix) && have[ns.Name] < 2 {
+					missing++
+				}
+			}
+			return missing == 0, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: kube-controller-manager has not settled %d destination namespaces within %s", ds.Name, missing, l.budget())
+		}
+	}
+	t.Logf("N=%d: kube-controller-manager settled the destination namespaces %s after the pool's last copy", l.n, time.Since(start).Round(time.Second))
 }
 
 // rounds runs r rounds, each with four measurements in rotating order:
