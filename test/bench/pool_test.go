@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,7 +59,7 @@ type pool struct {
 	kubeconfigs [][]byte           // kubeconfigs[i] reaches cluster i+1
 	destNS      func(i int) string // cluster i's destination namespace (i from 1)
 
-	clients []kubernetes.Interface // built by create
+	clients []downstream.Clientset // built by create
 }
 
 func newPool(upstream kubernetes.Interface, srcNS string, kubeconfigs [][]byte, destNS func(int) string) *pool {
@@ -78,7 +79,13 @@ func (p *pool) connect() error {
 		// clients (downstream.QPS, downstream.Burst), not written down twice.
 		cfg.QPS, cfg.Burst = downstream.QPS, downstream.Burst
 		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(downstream.QPS, downstream.Burst)
-		c, err := kubernetes.NewForConfig(cfg)
+		var c downstream.Clientset
+		if poolWithCourierClient() {
+			cfg.Timeout = 10 * time.Second // downstream.Options' default
+			c, err = downstream.NewClientset(cfg)
+		} else {
+			c, err = kubernetes.NewForConfig(cfg)
+		}
 		if err != nil {
 			return err
 		}
@@ -111,6 +118,14 @@ func (p *pool) copyOf(src *corev1.Secret, ns string) *corev1.Secret {
 	}
 	return c
 }
+
+// poolWithCourierClient is COURIER_BENCH_POOL_CLIENT=courier: a
+// diagnostic pool whose clients are built as Courier builds its
+// downstream ones (downstream.NewClientset: protobuf, two API groups on
+// one HTTP client; and a 10 s request timeout), to tell whether the
+// client, rather than what Courier does around it, makes Courier's writes
+// slower than the pool's.
+func poolWithCourierClient() bool { return os.Getenv("COURIER_BENCH_POOL_CLIENT") == "courier" }
 
 // poolWithCourierMetadata is COURIER_BENCH_POOL_METADATA=courier: a
 // diagnostic run whose pool writes copies carrying as many labels and

@@ -65,6 +65,9 @@ func printScale(w io.Writer, rows []scaleRow) {
 	if poolWithCourierMetadata() {
 		fmt.Fprintln(w, "DIAGNOSTIC RUN: the pool's copies carry Courier-like labels and annotations (COURIER_BENCH_POOL_METADATA); these are not the acceptance figures.")
 	}
+	if poolWithCourierClient() {
+		fmt.Fprintln(w, "DIAGNOSTIC RUN: the pool's clients are built as Courier's downstream clients are (COURIER_BENCH_POOL_CLIENT); these are not the acceptance figures.")
+	}
 	fmt.Fprintln(w, "checked: courier / baseline where there is a baseline, else Courier's own figure. Times are medians over the rounds, copies/s totals over them.")
 }
 
