@@ -121,6 +121,16 @@ func (s *scaleRun) report() {
 		}
 		results.note("%s", cw.text(n, kind, copies, mean))
 	}
+	if s.notQuiet > 0 {
+		results.note("N=%d: %d measurements started with the machine still busy (over %.1f cores for %s)", n, s.notQuiet, quietCores, quietMax)
+	}
+	for _, k := range []string{kindAll, kindOne} {
+		for _, side := range []string{sideCourier, sidePool} {
+			if sc := s.spans[side+"/"+k]; sc != nil {
+				results.note("%s", sc.text(n, side, k))
+			}
+		}
+	}
 	poolRounds := len(all[1].makespans) + len(one[1].makespans)
 	if poolRounds > 0 {
 		results.note("N=%d: Courier used %s of CPU per pool round (it watches every Secret upstream as metadata, the pool's sources too)",

@@ -78,12 +78,13 @@ func (l layout) keys(dest func(int) string, names []string, value string) []flee
 }
 
 // roundsFor is how many rounds of each kind run at n: COURIER_BENCH_ROUNDS,
-// else 5 up to 100 Clusters and 3 above (a round of every source at 1,000
-// Clusters is 10,000 copies on each side).
+// else 6 up to 100 Clusters and 4 above (a round of every source at 1,000
+// Clusters is 10,000 copies on each side). Even, so that each side runs
+// first in as many rounds as the other (rounds).
 func roundsFor(t *testing.T, n int) int {
-	def := 5
+	def := 6
 	if n > 100 {
-		def = 3
+		def = 4
 	}
 	return intsFromEnv(t, "COURIER_BENCH_ROUNDS", []int{def})[0]
 }
@@ -177,6 +178,10 @@ type scaleRun struct {
 	idleCPU float64 // cores
 	idleFor time.Duration
 	listing *listResult
+	spans   map[string]*spanCost // side + kind -> what the rounds cost the machine
+	// notQuiet counts the measurements that started with the machine busy
+	// (waitMachineQuiet timed out).
+	notQuiet int
 }
 
 func (s *scaleRun) stat(side, kind string) *roundStats {
@@ -283,55 +288,83 @@ func waitNamespacesSettled(t *testing.T, l layout) {
 	t.Logf("N=%d: kube-controller-manager settled the destination namespaces %s after the pool's last copy", l.n, time.Since(start).Round(time.Second))
 }
 
-// rounds runs r rounds, each with four measurements in rotating order:
-// Courier and the pool each after one change of every source (N x 10
-// copies) and after one change of one source (N copies; a different source
-// each round). Each starts once Courier is idle and client-go's rate
-// limiters are full again (limiterRefill after the last request), so no
-// measurement inherits the previous one's throttling.
+// rounds runs r rounds, each with four measurements: Courier and the pool
+// each after one change of every source (N x 10 copies) and after one
+// change of one source (N copies; a different source each round). Odd
+// rounds run Courier's step of a kind before the pool's, even rounds the
+// pool's first, so over two rounds each side's one-source step follows a
+// step of every source once and a one-source step once: a fixed order
+// would always run one side's one-source step in the other's wake (the
+// kube-apiservers still collecting the garbage of 10,000 writes). Each
+// measurement starts once Courier and then the machine are quiet, the
+// /metrics scrapes of the diagnostics are done, and limiterRefill has
+// passed after them (which refills client-go's rate limiters, so no
+// measurement inherits the previous one's throttling, and lets the
+// servers finish the work the scrapes made).
 func (s *scaleRun) rounds(r int) {
-	t, ctx, l := s.t, context.Background(), s.l
-	type step struct{ side, kind string }
 	order := []step{{sideCourier, kindAll}, {sidePool, kindAll}, {sideCourier, kindOne}, {sidePool, kindOne}}
+	swapped := []step{{sidePool, kindAll}, {sideCourier, kindAll}, {sidePool, kindOne}, {sideCourier, kindOne}}
 	for round := 1; round <= r; round++ {
-		for k := range order {
-			st := order[(k+round)%len(order)]
-			waitIdle(t, s.pid, l.budget())
-			time.Sleep(limiterRefill)
-			names := allSources()
-			if st.kind == kindOne {
-				names = []string{sourceName(round % sourcesPerOp)}
-			}
-			value := fmt.Sprintf("%s-%s-r%d", st.side, strings.Fields(st.kind)[0], round)
-			var lat []time.Duration
-			var err error
-			if st.side == sideCourier {
-				win := s.openWindow()
-				finishProfile := profileRound(t, fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-")), round, startCPUProfile)
-				t0 := updateSources(t, s.up, l.workspace(), names, value)
-				if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
-					t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
-				}
-				waitIdle(t, s.pid, l.budget())
-				s.closeWindow(win, st.kind)
-				finishProfile()
-			} else {
-				finishProfile := profileRound(t, fmt.Sprintf("cpu-%d-%s-pool", l.n, strings.ReplaceAll(st.kind, " ", "-")), round, startServerProfile)
-				c0 := mustCPU(t, s.pid)
-				t0 := updateSources(t, s.up, l.poolSources(), names, value)
-				if err := s.pool.update(ctx, names); err != nil {
-					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
-				}
-				if lat, err = s.w.Wait(l.keys(l.poolDest, names, value), t0, l.budget()); err != nil {
-					t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
-				}
-				s.poolCPU += mustCPU(t, s.pid) - c0
-				finishProfile()
-			}
-			s.stat(st.side, st.kind).add(len(names)*l.n, lat)
-			t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, fleetsim.MaxDuration(lat).Round(time.Millisecond))
+		steps := order
+		if round%2 == 0 {
+			steps = swapped
+		}
+		for _, st := range steps {
+			s.measure(round, st)
 		}
 	}
+}
+
+// step is one measurement of a round.
+type step struct{ side, kind string }
+
+// measure runs one step of a round and records its arrivals.
+func (s *scaleRun) measure(round int, st step) {
+	t, ctx, l := s.t, context.Background(), s.l
+	waitIdle(t, s.pid, l.budget())
+	if !waitMachineQuiet(t) {
+		s.notQuiet++
+	}
+	names := allSources()
+	if st.kind == kindOne {
+		names = []string{sourceName(round % sourcesPerOp)}
+	}
+	value := fmt.Sprintf("%s-%s-r%d", st.side, strings.Fields(st.kind)[0], round)
+	profileName := fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-"))
+	// Both sides' steps scrape the same /metrics before they start.
+	win := s.openWindow()
+	quietFrom, _ := machineCPU()
+	time.Sleep(limiterRefill)
+	var lat []time.Duration
+	var err error
+	if st.side == sideCourier {
+		finishProfile := profileRound(t, profileName, round, startCPUProfile)
+		span := s.beginSpan(win, quietFrom)
+		t0 := updateSources(t, s.up, l.workspace(), names, value)
+		if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
+			t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
+		}
+		s.endSpan(span, st.side, st.kind)
+		waitIdle(t, s.pid, l.budget())
+		s.closeWindow(win, st.kind)
+		finishProfile()
+	} else {
+		finishProfile := profileRound(t, profileName+"-pool", round, startServerProfile)
+		c0 := mustCPU(t, s.pid)
+		span := s.beginSpan(win, quietFrom)
+		t0 := updateSources(t, s.up, l.poolSources(), names, value)
+		if err := s.pool.update(ctx, names); err != nil {
+			t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
+		}
+		if lat, err = s.w.Wait(l.keys(l.poolDest, names, value), t0, l.budget()); err != nil {
+			t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
+		}
+		s.endSpan(span, st.side, st.kind)
+		s.poolCPU += mustCPU(t, s.pid) - c0
+		finishProfile()
+	}
+	s.stat(st.side, st.kind).add(len(names)*l.n, lat)
+	t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, fleetsim.MaxDuration(lat).Round(time.Millisecond))
 }
 
 // hold measures what Courier costs while it holds N Clusters x 10 copies
