@@ -53,52 +53,97 @@ type typedClient[T object] interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// ops implements kindOps for one type; the two instances below differ
-// only in the functions they are given.
+// ops implements kindOps for one type in one cluster: the client and
+// the writer, and the type's functions (secretFuncs, configMapFuncs).
+// Building one costs a single small allocation, as the engine builds one
+// for every copy of every pass.
 type ops[T object] struct {
-	reader    func(ns string) typedClient[T]
-	client    func(ns string) typedClient[T]
-	fromCache func(ns, name string) (T, error)
-	listCache func() ([]T, error)
-	// unlabelledCache is downstream.Client.Unlabelled for T's kind.
-	unlabelledCache func() ([]runtime.Object, bool)
-	listLive        func(ctx context.Context, opts metav1.ListOptions) ([]T, error)
-	isSynced        func() bool
-	build           func(src T, ns string, o copyspec.Owner) T
-	isUpToDate      func(cur, want T) bool
-	dataEqual       func(cur, want T) bool
-	mustRecreate    func(cur, want T) bool
-	// selector is what the cluster's informers select: its own copies.
-	selector string
+	c      *downstream.Client
+	writer writeClient
+	fn     *kindFuncs[T]
+}
+
+// kindFuncs are what differs between Secrets and ConfigMaps; the two
+// instances below are built once.
+type kindFuncs[T object] struct {
+	kind         string // "Secret" or "ConfigMap", as in Client.Unlabelled
+	typed        func(cs writeClient, ns string) typedClient[T]
+	fromCache    func(c *downstream.Client, ns, name string) (T, error)
+	listCache    func(c *downstream.Client) ([]T, error)
+	listLive     func(ctx context.Context, c *downstream.Client, opts metav1.ListOptions) ([]T, error)
+	build        func(src T, ns string, o copyspec.Owner) T
+	isUpToDate   func(cur, want T) bool
+	dataEqual    func(cur, want T) bool
+	mustRecreate func(cur, want T) bool
+}
+
+var secretFuncs = &kindFuncs[*corev1.Secret]{
+	kind:  "Secret",
+	typed: func(cs writeClient, ns string) typedClient[*corev1.Secret] { return cs.CoreV1().Secrets(ns) },
+	fromCache: func(c *downstream.Client, ns, name string) (*corev1.Secret, error) {
+		return c.Secrets.Secrets(ns).Get(name)
+	},
+	listCache: func(c *downstream.Client) ([]*corev1.Secret, error) { return c.Secrets.List(labels.Everything()) },
+	listLive: func(ctx context.Context, c *downstream.Client, opts metav1.ListOptions) ([]*corev1.Secret, error) {
+		l, err := c.Kube.CoreV1().Secrets("").List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return pointers(l.Items), nil
+	},
+	build:        copyspec.Secret,
+	isUpToDate:   copyspec.SecretUpToDate,
+	dataEqual:    copyspec.SecretDataEqual,
+	mustRecreate: copyspec.SecretNeedsRecreate,
+}
+
+var configMapFuncs = &kindFuncs[*corev1.ConfigMap]{
+	kind:  "ConfigMap",
+	typed: func(cs writeClient, ns string) typedClient[*corev1.ConfigMap] { return cs.CoreV1().ConfigMaps(ns) },
+	fromCache: func(c *downstream.Client, ns, name string) (*corev1.ConfigMap, error) {
+		return c.ConfigMaps.ConfigMaps(ns).Get(name)
+	},
+	listCache: func(c *downstream.Client) ([]*corev1.ConfigMap, error) { return c.ConfigMaps.List(labels.Everything()) },
+	listLive: func(ctx context.Context, c *downstream.Client, opts metav1.ListOptions) ([]*corev1.ConfigMap, error) {
+		l, err := c.Kube.CoreV1().ConfigMaps("").List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return pointers(l.Items), nil
+	},
+	build:        copyspec.ConfigMap,
+	isUpToDate:   copyspec.ConfigMapUpToDate,
+	dataEqual:    copyspec.ConfigMapDataEqual,
+	mustRecreate: copyspec.ConfigMapNeedsRecreate,
 }
 
 func (o ops[T]) desired(src runtime.Object, ns string, owner copyspec.Owner) object {
-	return o.build(src.(T), ns, owner)
+	return o.fn.build(src.(T), ns, owner)
 }
 
 func (o ops[T]) cached(ns, name string) (object, bool) {
-	if !o.isSynced() {
+	if !o.c.HasSynced() {
 		return nil, false
 	}
-	obj, err := o.fromCache(ns, name)
+	obj, err := o.fn.fromCache(o.c, ns, name)
 	if err != nil {
 		return nil, false
 	}
 	return obj, true
 }
 
-func (o ops[T]) synced() bool { return o.isSynced() }
+func (o ops[T]) synced() bool { return o.c.HasSynced() }
 
 func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
-	return o.reader(ns).Get(ctx, name, metav1.GetOptions{})
+	return o.fn.typed(o.c.Kube, ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (o ops[T]) create(ctx context.Context, obj object) (string, error) {
-	return resourceVersion(o.client(obj.GetNamespace()).Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: "courier"}))
+	return resourceVersion(o.fn.typed(o.writer, obj.GetNamespace()).Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: "courier"}))
 }
 
 func (o ops[T]) update(ctx context.Context, obj object) (string, error) {
-	return resourceVersion(o.client(obj.GetNamespace()).Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: "courier"}))
+	return resourceVersion(o.fn.typed(o.writer, obj.GetNamespace()).Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: "courier"}))
 }
 
 // resourceVersion is the written object's resourceVersion ("" when the
@@ -111,23 +156,23 @@ func resourceVersion[T object](obj T, err error) (string, error) {
 }
 
 func (o ops[T]) delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error {
-	return o.client(ns).Delete(ctx, name, *opts)
+	return o.fn.typed(o.writer, ns).Delete(ctx, name, *opts)
 }
 
 // listManaged returns the copies written for this cluster's Cluster, in
 // every namespace: from the label-filtered informer once synced, else with a
 // live list by the same selector.
 func (o ops[T]) listManaged(ctx context.Context) ([]object, error) {
-	if o.isSynced() {
-		items, err := o.listCache()
+	if o.c.HasSynced() {
+		items, err := o.fn.listCache(o.c)
 		return objects(items), err
 	}
-	items, err := o.listLive(ctx, metav1.ListOptions{LabelSelector: o.selector})
+	items, err := o.fn.listLive(ctx, o.c, metav1.ListOptions{LabelSelector: o.c.Selector})
 	return objects(items), err
 }
 
 func (o ops[T]) listUnlabelled(ctx context.Context) ([]object, error) {
-	if cached, ok := o.unlabelledCache(); ok {
+	if cached, ok := o.c.Unlabelled(o.fn.kind); ok {
 		out := make([]object, 0, len(cached))
 		for _, obj := range cached {
 			if t, ok := obj.(T); ok {
@@ -136,7 +181,7 @@ func (o ops[T]) listUnlabelled(ctx context.Context) ([]object, error) {
 		}
 		return out, nil
 	}
-	items, err := o.listLive(ctx, metav1.ListOptions{LabelSelector: copyspec.UnlabelledSelector().String()})
+	items, err := o.fn.listLive(ctx, o.c, metav1.ListOptions{LabelSelector: copyspec.UnlabelledSelector().String()})
 	return objects(items), err
 }
 
@@ -150,17 +195,17 @@ func objects[T object](items []T) []object {
 
 func (o ops[T]) upToDate(cur, want object) bool {
 	c, ok := cur.(T)
-	return ok && o.isUpToDate(c, want.(T))
+	return ok && o.fn.isUpToDate(c, want.(T))
 }
 
 func (o ops[T]) sameData(cur, want object) bool {
 	c, ok := cur.(T)
-	return ok && o.dataEqual(c, want.(T))
+	return ok && o.fn.dataEqual(c, want.(T))
 }
 
 func (o ops[T]) needsRecreate(cur, want object) bool {
 	c, ok := cur.(T)
-	return ok && o.mustRecreate(c, want.(T))
+	return ok && o.fn.mustRecreate(c, want.(T))
 }
 
 // objectOps returns the operations for kind ("Secret" or "ConfigMap") in a
@@ -168,51 +213,9 @@ func (o ops[T]) needsRecreate(cur, want object) bool {
 // (the ServiceAccount's impersonating client, or Courier's own).
 func objectOps(c *downstream.Client, writer writeClient, kind string) kindOps {
 	if kind == "Secret" {
-		return ops[*corev1.Secret]{
-			reader:          func(ns string) typedClient[*corev1.Secret] { return c.Kube.CoreV1().Secrets(ns) },
-			client:          func(ns string) typedClient[*corev1.Secret] { return writer.CoreV1().Secrets(ns) },
-			fromCache:       func(ns, name string) (*corev1.Secret, error) { return c.Secrets.Secrets(ns).Get(name) },
-			listCache:       func() ([]*corev1.Secret, error) { return c.Secrets.List(labels.Everything()) },
-			unlabelledCache: func() ([]runtime.Object, bool) { return c.Unlabelled("Secret") },
-			listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.Secret, error) {
-				l, err := c.Kube.CoreV1().Secrets("").List(ctx, opts)
-				if err != nil {
-					return nil, err
-				}
-				return pointers(l.Items), nil
-			},
-			isSynced: c.HasSynced,
-			build: func(src *corev1.Secret, ns string, o copyspec.Owner) *corev1.Secret {
-				return copyspec.Secret(src, ns, o)
-			},
-			isUpToDate:   copyspec.SecretUpToDate,
-			dataEqual:    copyspec.SecretDataEqual,
-			mustRecreate: copyspec.SecretNeedsRecreate,
-			selector:     c.Selector,
-		}
+		return ops[*corev1.Secret]{c: c, writer: writer, fn: secretFuncs}
 	}
-	return ops[*corev1.ConfigMap]{
-		reader:          func(ns string) typedClient[*corev1.ConfigMap] { return c.Kube.CoreV1().ConfigMaps(ns) },
-		client:          func(ns string) typedClient[*corev1.ConfigMap] { return writer.CoreV1().ConfigMaps(ns) },
-		fromCache:       func(ns, name string) (*corev1.ConfigMap, error) { return c.ConfigMaps.ConfigMaps(ns).Get(name) },
-		listCache:       func() ([]*corev1.ConfigMap, error) { return c.ConfigMaps.List(labels.Everything()) },
-		unlabelledCache: func() ([]runtime.Object, bool) { return c.Unlabelled("ConfigMap") },
-		listLive: func(ctx context.Context, opts metav1.ListOptions) ([]*corev1.ConfigMap, error) {
-			l, err := c.Kube.CoreV1().ConfigMaps("").List(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			return pointers(l.Items), nil
-		},
-		isSynced: c.HasSynced,
-		build: func(src *corev1.ConfigMap, ns string, o copyspec.Owner) *corev1.ConfigMap {
-			return copyspec.ConfigMap(src, ns, o)
-		},
-		isUpToDate:   copyspec.ConfigMapUpToDate,
-		dataEqual:    copyspec.ConfigMapDataEqual,
-		mustRecreate: copyspec.ConfigMapNeedsRecreate,
-		selector:     c.Selector,
-	}
+	return ops[*corev1.ConfigMap]{c: c, writer: writer, fn: configMapFuncs}
 }
 
 func pointers[T any](items []T) []*T {

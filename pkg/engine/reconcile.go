@@ -134,25 +134,46 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 // cluster (in logger) and the object: a write at --v=2, a problem at
 // --v=1. Messages name objects and paths, never data.
 func logOutcome(logger klog.Logger, c desiredCopy, out outcome) {
-	kv := []any{"helmop", c.helmOp.String(), "kind", c.kind, "object", c.targetNS + "/" + c.name}
+	kv := func() []any {
+		return []any{"helmop", c.helmOp.String(), "kind", c.kind, "object", c.targetNS + "/" + c.name}
+	}
 	switch {
 	case out.wrote:
-		logger.V(2).Info("Copied", append(kv, "how", out.reason)...)
+		// Checked first: a pass writes a copy per change, and the key
+		// values are not built for a level that is off.
+		if l := logger.V(2); l.Enabled() {
+			l.Info("Copied", append(kv(), "how", out.reason)...)
+		}
 	case out.status.Phase != courier.CopyPhaseSynced:
-		logger.V(1).Info("Copy not synced", append(kv, "phase", out.status.Phase, "message", out.status.Message)...)
+		logger.V(1).Info("Copy not synced", append(kv(), "phase", out.status.Phase, "message", out.status.Message)...)
 	}
 }
 
 // groupCopies returns the copyable rows grouped by HelmOp and
 // ServiceAccount, in a stable order.
+//
+// A group's copies mostly come one after another (copiesFor sorts by row
+// key, which starts with the HelmOp), so a copy is first compared with the
+// last group; the index by key is only built when a copy does not belong
+// there, not for every copy of every pass.
 func groupCopies(copies []desiredCopy) [][]desiredCopy {
-	index := map[string]int{}
 	var groups [][]desiredCopy
+	var index map[groupKey]int
 	for _, c := range copies {
 		if !c.copyable {
 			continue
 		}
-		k := c.helmOp.String() + "|" + c.serviceAccount
+		k := groupKey{c.helmOp, c.serviceAccount}
+		if n := len(groups); n > 0 && groups[n-1][0].groupKey() == k {
+			groups[n-1] = append(groups[n-1], c)
+			continue
+		}
+		if index == nil {
+			index = map[groupKey]int{}
+			for i, g := range groups {
+				index[g[0].groupKey()] = i
+			}
+		}
 		i, ok := index[k]
 		if !ok {
 			i = len(groups)
@@ -163,6 +184,14 @@ func groupCopies(copies []desiredCopy) [][]desiredCopy {
 	}
 	return groups
 }
+
+// groupKey is what the copies of one group share.
+type groupKey struct {
+	helmOp         types.NamespacedName
+	serviceAccount string
+}
+
+func (c desiredCopy) groupKey() groupKey { return groupKey{c.helmOp, c.serviceAccount} }
 
 // markAll records the same phase for every copyable row in copies.
 func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg string) {

@@ -70,6 +70,17 @@ func (e *Engine) writeGroup(n int, namespaces map[string]bool, plans []plan, gro
 // writeAtOnce runs write for each index, writers at a time, and stops
 // starting new ones after a fatal outcome.
 func writeAtOnce(idx []int, writers int, write func(i int) outcome) error {
+	if len(idx) == 1 || writers <= 1 {
+		// One at a time: on the worker's own goroutine, whose stack has
+		// grown already (after one change of one source, most passes
+		// write a single copy).
+		for _, i := range idx {
+			if o := write(i); o.fatal != nil {
+				return o.fatal
+			}
+		}
+		return nil
+	}
 	var (
 		mu    sync.Mutex
 		fatal error

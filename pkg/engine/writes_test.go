@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -103,5 +104,39 @@ func TestGroupWritesStopAtFatal(t *testing.T) {
 	// slot freed by it could have been taken before the check.
 	if s := started.Load(); s < 2 || s > 3 {
 		t.Errorf("%d writes started, want 2 or 3 of %d (none after the failure was seen)", s, n)
+	}
+}
+
+// One writer writes in order, and a fatal outcome stops the writes after
+// it.
+func TestWriteAtOnceOneAtATime(t *testing.T) {
+	unreachable := errors.New("unreachable")
+	for _, tc := range []struct {
+		name    string
+		idx     []int
+		writers int
+		fatalAt int // index whose write is fatal, -1 for none
+		want    []int
+	}{
+		{name: "one write", idx: []int{3}, writers: 4, fatalAt: -1, want: []int{3}},
+		{name: "one writer", idx: []int{0, 1, 2}, writers: 1, fatalAt: -1, want: []int{0, 1, 2}},
+		{name: "one writer stops at a fatal write", idx: []int{0, 1, 2}, writers: 1, fatalAt: 1, want: []int{0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []int // one at a time: no lock
+			err := writeAtOnce(tc.idx, tc.writers, func(i int) outcome {
+				got = append(got, i)
+				if i == tc.fatalAt {
+					return outcome{fatal: unreachable}
+				}
+				return outcome{}
+			})
+			if (tc.fatalAt >= 0) != errors.Is(err, unreachable) {
+				t.Errorf("err = %v, want fatal %v", err, tc.fatalAt >= 0)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("written %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
