@@ -59,6 +59,9 @@ func startCPUProfile(t *testing.T, name string, d time.Duration) func() {
 	}
 	seconds := int(d.Seconds())
 	fetch("CPU profile", fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name)
+	// What was allocated over the same window (a delta profile): the
+	// garbage collector's share of the CPU profile follows it.
+	fetch("allocation profile", fmt.Sprintf("/debug/pprof/allocs?seconds=%d", seconds), strings.TrimSuffix(name, ".pprof")+".allocs.pprof")
 	if traceToo() {
 		fetch("trace", fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), strings.TrimSuffix(name, ".pprof")+".trace")
 	}
@@ -66,14 +69,16 @@ func startCPUProfile(t *testing.T, name string, d time.Duration) func() {
 	return wg.Wait
 }
 
-// profileRound starts start's profiles of a round's window named name: in
-// the first round, and in every round with COURIER_BENCH_PROFILE_ROUNDS=all.
-func profileRound(t *testing.T, name string, round int, start func(*testing.T, string, time.Duration) func()) func() {
+// profileRound starts start's profiles of a round's window named name:
+// the first of the first round, and every one with
+// COURIER_BENCH_PROFILE_ROUNDS=all (rep numbers a kind's windows within a
+// round).
+func profileRound(t *testing.T, name string, round, rep int, start func(*testing.T, string, time.Duration) func()) func() {
 	switch {
-	case round == 1:
+	case round == 1 && rep == 0:
 		return start(t, name+".pprof", profileSeconds(t))
 	case profileEveryRound():
-		return start(t, fmt.Sprintf("%s-r%d.pprof", name, round), profileSeconds(t))
+		return start(t, fmt.Sprintf("%s-r%d-%d.pprof", name, round, rep), profileSeconds(t))
 	}
 	return func() {}
 }

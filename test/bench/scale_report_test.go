@@ -100,7 +100,7 @@ func (s *scaleRun) report() {
 	results.addScale(rows...)
 
 	for _, st := range []*roundStats{all[0], all[1], one[0], one[1]} {
-		results.note("N=%d, %s, %s: %d rounds; time to the last copy per round %s; per-copy latency p50 %s, p99 %s (nearest rank over %d copies)",
+		results.note("N=%d, %s, %s: %d measurements; time to the last copy of each %s; per-copy latency p50 %s, p99 %s (nearest rank over %d copies)",
 			n, st.side, st.kind, len(st.makespans), durations(st.makespans), ms(st.p50()), ms(st.p99()), len(st.latencies))
 	}
 	results.note("N=%d, new HelmOp: time to the last of %d copies: courier %s (from the HelmOp's create: clients and informers per Cluster, namespaces, copies), "+

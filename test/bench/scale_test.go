@@ -288,26 +288,30 @@ func waitNamespacesSettled(t *testing.T, l layout) {
 	t.Logf("N=%d: kube-controller-manager settled the destination namespaces %s after the pool's last copy", l.n, time.Since(start).Round(time.Second))
 }
 
-// rounds runs r rounds, each with four measurements: Courier and the pool
-// each after one change of every source (N x 10 copies) and after one
-// change of one source (N copies; a different source each round). Odd
-// rounds run Courier's step of a kind before the pool's, even rounds the
-// pool's first, so over two rounds each side's one-source step follows a
-// step of every source once and a one-source step once: a fixed order
-// would always run one side's one-source step in the other's wake (the
-// kube-apiservers still collecting the garbage of 10,000 writes). Each
-// measurement starts once Courier and then the machine are quiet, the
-// /metrics scrapes of the diagnostics are done, and limiterRefill has
-// passed after them (which refills client-go's rate limiters, so no
-// measurement inherits the previous one's throttling, and lets the
-// servers finish the work the scrapes made).
+// rounds runs r rounds. Each has, for Courier and for the pool, one
+// change of every source (N x 10 copies) and oneSourceRepeats changes of
+// one source (N copies; a different source each time): the one-source
+// steps are short and noisy, so each round has several. Odd rounds run
+// Courier's step of every source before the pool's and then the
+// one-source pairs Courier, pool / pool, Courier / Courier, pool; even
+// rounds the other way round. A fixed order would always run one side's
+// one-source step in the other's wake (the kube-apiservers still
+// collecting the garbage of 10,000 writes); over two rounds each side goes
+// first as often as the other. Each measurement starts once Courier and
+// then the machine are quiet, the /metrics scrapes of the diagnostics are
+// done, and limiterRefill has passed after them (which refills client-go's
+// rate limiters, so no measurement inherits the previous one's
+// throttling, and lets the servers finish the work the scrapes made).
 func (s *scaleRun) rounds(r int) {
-	order := []step{{sideCourier, kindAll}, {sidePool, kindAll}, {sideCourier, kindOne}, {sidePool, kindOne}}
-	swapped := []step{{sidePool, kindAll}, {sideCourier, kindAll}, {sidePool, kindOne}, {sideCourier, kindOne}}
 	for round := 1; round <= r; round++ {
-		steps := order
+		first, second := sideCourier, sidePool
 		if round%2 == 0 {
-			steps = swapped
+			first, second = second, first
+		}
+		steps := []step{{first, kindAll, 0}, {second, kindAll, 0}}
+		for rep := 0; rep < oneSourceRepeats; rep++ {
+			steps = append(steps, step{first, kindOne, rep}, step{second, kindOne, rep})
+			first, second = second, first
 		}
 		for _, st := range steps {
 			s.measure(round, st)
@@ -315,8 +319,16 @@ func (s *scaleRun) rounds(r int) {
 	}
 }
 
-// step is one measurement of a round.
-type step struct{ side, kind string }
+// oneSourceRepeats is how many one-source changes each side measures per
+// round.
+const oneSourceRepeats = 3
+
+// step is one measurement of a round: rep numbers the one-source steps of
+// a side within it.
+type step struct {
+	side, kind string
+	rep        int
+}
 
 // measure runs one step of a round and records its arrivals.
 func (s *scaleRun) measure(round int, st step) {
@@ -327,9 +339,9 @@ func (s *scaleRun) measure(round int, st step) {
 	}
 	names := allSources()
 	if st.kind == kindOne {
-		names = []string{sourceName(round % sourcesPerOp)}
+		names = []string{sourceName((round*oneSourceRepeats + st.rep) % sourcesPerOp)}
 	}
-	value := fmt.Sprintf("%s-%s-r%d", st.side, strings.Fields(st.kind)[0], round)
+	value := fmt.Sprintf("%s-%s-r%d-%d", st.side, strings.Fields(st.kind)[0], round, st.rep)
 	profileName := fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-"))
 	// Both sides' steps scrape the same /metrics before they start.
 	win := s.openWindow()
@@ -338,7 +350,7 @@ func (s *scaleRun) measure(round int, st step) {
 	var lat []time.Duration
 	var err error
 	if st.side == sideCourier {
-		finishProfile := profileRound(t, profileName, round, startCPUProfile)
+		finishProfile := profileRound(t, profileName, round, st.rep, startCPUProfile)
 		span := s.beginSpan(win, quietFrom)
 		t0 := updateSources(t, s.up, l.workspace(), names, value)
 		if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
@@ -349,7 +361,7 @@ func (s *scaleRun) measure(round int, st step) {
 		s.closeWindow(win, st.kind)
 		finishProfile()
 	} else {
-		finishProfile := profileRound(t, profileName+"-pool", round, startServerProfile)
+		finishProfile := profileRound(t, profileName+"-pool", round, st.rep, startServerProfile)
 		c0 := mustCPU(t, s.pid)
 		span := s.beginSpan(win, quietFrom)
 		t0 := updateSources(t, s.up, l.poolSources(), names, value)
@@ -364,7 +376,7 @@ func (s *scaleRun) measure(round int, st step) {
 		finishProfile()
 	}
 	s.stat(st.side, st.kind).add(len(names)*l.n, lat)
-	t.Logf("N=%d round %d %s %s: last copy after %s", l.n, round, st.side, st.kind, fleetsim.MaxDuration(lat).Round(time.Millisecond))
+	t.Logf("N=%d round %d %s %s (%d): last copy after %s", l.n, round, st.side, st.kind, st.rep, fleetsim.MaxDuration(lat).Round(time.Millisecond))
 }
 
 // hold measures what Courier costs while it holds N Clusters x 10 copies
