@@ -201,7 +201,7 @@ const (
 	quietWindow = 500 * time.Millisecond
 	// quietMax bounds the wait: on a machine shared with other work the
 	// measurement goes on, and says so.
-	quietMax = 30 * time.Second
+	quietMax = 10 * time.Second
 )
 
 // waitMachineQuiet waits until the whole machine is quiet (quietCores over
