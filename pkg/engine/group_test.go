@@ -49,3 +49,18 @@ func TestGroupCopies(t *testing.T) {
 		})
 	}
 }
+
+// Groups that are parts of the copies do not share room: appending to one
+// leaves the next as it was.
+func TestGroupCopiesAppendStaysInItsGroup(t *testing.T) {
+	a, b := types.NamespacedName{Namespace: "ws", Name: "a"}, types.NamespacedName{Namespace: "ws", Name: "b"}
+	copies := []desiredCopy{{helmOp: a, name: "x", copyable: true}, {helmOp: b, name: "y", copyable: true}}
+	groups := groupCopies(copies)
+	if len(groups) != 2 {
+		t.Fatalf("groups %v, want 2", groups)
+	}
+	_ = append(groups[0], desiredCopy{helmOp: a, name: "z", copyable: true})
+	if groups[1][0].name != "y" || copies[1].name != "y" {
+		t.Errorf("appending to the first group changed the second: %v, copies %v", groups[1], copies)
+	}
+}

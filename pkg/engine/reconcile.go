@@ -152,18 +152,24 @@ func logOutcome(logger klog.Logger, c desiredCopy, out outcome) {
 // groupCopies returns the copyable rows grouped by HelmOp and
 // ServiceAccount, in a stable order.
 //
-// A group's copies mostly come one after another (copiesFor sorts by row
-// key, which starts with the HelmOp), so a copy is first compared with the
-// last group; the index by key is only built when a copy does not belong
-// there, not for every copy of every pass.
+// A group's copies almost always come one after another (copiesFor sorts
+// by row key, which starts with the HelmOp), and then the groups are
+// parts of copies, with nothing copied: a pass runs this for every
+// change, and building the groups by appending copies one by one was a
+// few kilobytes of garbage per pass. Otherwise each copy is compared with
+// the last group, and an index by key is made only when one does not
+// belong there.
 func groupCopies(copies []desiredCopy) [][]desiredCopy {
+	if groups, ok := contiguousGroups(copies); ok {
+		return groups
+	}
 	var groups [][]desiredCopy
 	var index map[groupKey]int
 	for _, c := range copies {
 		if !c.copyable {
 			continue
 		}
-		k := groupKey{c.helmOp, c.serviceAccount}
+		k := c.groupKey()
 		if n := len(groups); n > 0 && groups[n-1][0].groupKey() == k {
 			groups[n-1] = append(groups[n-1], c)
 			continue
@@ -183,6 +189,33 @@ func groupCopies(copies []desiredCopy) [][]desiredCopy {
 		groups[i] = append(groups[i], c)
 	}
 	return groups
+}
+
+// contiguousGroups returns the groups as parts of copies (capped, so an
+// append to one never writes into the next) when every copy is copyable
+// and no group's copies are split by another's; ok is false otherwise.
+func contiguousGroups(copies []desiredCopy) (groups [][]desiredCopy, ok bool) {
+	start := 0
+	for i := range copies {
+		if !copies[i].copyable {
+			return nil, false
+		}
+		if i+1 < len(copies) && copies[i+1].groupKey() == copies[start].groupKey() {
+			continue
+		}
+		groups = append(groups, copies[start:i+1:i+1])
+		start = i + 1
+	}
+	if len(groups) > 1 {
+		seen := make(map[groupKey]bool, len(groups))
+		for _, g := range groups {
+			if seen[g[0].groupKey()] {
+				return nil, false // a group split in two
+			}
+			seen[g[0].groupKey()] = true
+		}
+	}
+	return groups, true
 }
 
 // groupKey is what the copies of one group share.
