@@ -59,8 +59,10 @@ func startCPUProfile(t *testing.T, name string, d time.Duration) func() {
 	}
 	seconds := int(d.Seconds())
 	fetch("CPU profile", fmt.Sprintf("/debug/pprof/profile?seconds=%d", seconds), name)
-	// What was allocated over the same window (a delta profile): the
-	// garbage collector's share of the CPU profile follows it.
+	// Where allocations came from (a delta profile). The runtime updates
+	// that profile at garbage collections only, so a short window holds
+	// the allocations of whole GC cycles, or none: it says where, not how
+	// much (the window notes give how much).
 	fetch("allocation profile", fmt.Sprintf("/debug/pprof/allocs?seconds=%d", seconds), strings.TrimSuffix(name, ".pprof")+".allocs.pprof")
 	if traceToo() {
 		fetch("trace", fmt.Sprintf("/debug/pprof/trace?seconds=%d", seconds), strings.TrimSuffix(name, ".pprof")+".trace")
