@@ -156,34 +156,21 @@ func logOutcome(logger klog.Logger, c desiredCopy, out outcome) {
 // by row key, which starts with the HelmOp), and then the groups are
 // parts of copies, with nothing copied: a pass runs this for every
 // change, and building the groups by appending copies one by one was a
-// few kilobytes of garbage per pass. Otherwise each copy is compared with
-// the last group, and an index by key is made only when one does not
-// belong there.
+// few kilobytes of garbage per pass. Otherwise they are built by key.
 func groupCopies(copies []desiredCopy) [][]desiredCopy {
 	if groups, ok := contiguousGroups(copies); ok {
 		return groups
 	}
 	var groups [][]desiredCopy
-	var index map[groupKey]int
+	index := map[groupKey]int{}
 	for _, c := range copies {
 		if !c.copyable {
 			continue
 		}
-		k := c.groupKey()
-		if n := len(groups); n > 0 && groups[n-1][0].groupKey() == k {
-			groups[n-1] = append(groups[n-1], c)
-			continue
-		}
-		if index == nil {
-			index = map[groupKey]int{}
-			for i, g := range groups {
-				index[g[0].groupKey()] = i
-			}
-		}
-		i, ok := index[k]
+		i, ok := index[c.groupKey()]
 		if !ok {
 			i = len(groups)
-			index[k] = i
+			index[c.groupKey()] = i
 			groups = append(groups, nil)
 		}
 		groups[i] = append(groups[i], c)
