@@ -94,6 +94,11 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 	e.indexWanted(prev, next)
 	e.desired.set(helmOp, prev, next)
 	complete := e.desired.complete
+	if complete {
+		for _, key := range changed {
+			e.oweWholeLocked(key)
+		}
+	}
 	if !complete {
 		// Rows handed over before DesiredComplete existed before the start:
 		// their copies may be there (or be in Conflict), so their first
@@ -119,10 +124,10 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 
 // UpdateDesired replaces some rows of one HelmOp, handed over before by
 // SetDesired, with their new versions that differ only in their source's
-// resourceVersion, and queues the clusters whose copies changed. It costs
-// work for those rows only: a change of one source listed for 1,000
-// Clusters no longer diffs the HelmOp's other 9,000 rows before the first
-// Cluster is queued. It returns false, changing nothing, when a row is not
+// resourceVersion, and queues the clusters whose copies changed, each for
+// a pass over those rows only (scope.go). It costs work for those rows
+// only: a change of one source listed for 1,000 Clusters no longer diffs
+// the HelmOp's other 9,000 rows before the first Cluster is queued. It returns false, changing nothing, when a row is not
 // one it holds that way (unknown, or changed in another field); the caller
 // then hands over the whole HelmOp with SetDesired. Before DesiredComplete
 // it always returns false.
@@ -154,6 +159,7 @@ func (e *Engine) UpdateDesired(helmOp types.NamespacedName, rows []*courier.Down
 		for i, c := range copies {
 			if c.sourceRV != cur[key][i].sourceRV {
 				e.observedAt[c.rowKey] = now
+				e.oweSourceLocked(key, c.rowKey)
 			}
 		}
 		cur[key] = copies

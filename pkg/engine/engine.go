@@ -148,6 +148,8 @@ type Engine struct {
 	initial    map[string]bool
 	observedAt map[string]time.Time // row key -> when its current source RV was first seen
 	twins      twinState
+	// scopes is what each queued Cluster's next pass must cover (scope.go).
+	scopes map[string]*passScope
 }
 
 var _ copyview.Engine = (*Engine)(nil)
@@ -200,6 +202,7 @@ func New(cfg Config) *Engine {
 		passed:     map[string]*downstream.Client{},
 		initial:    map[string]bool{},
 		observedAt: map[string]time.Time{},
+		scopes:     map[string]*passScope{},
 	}
 	e.leading.Store(!cfg.Follower)
 	return e
@@ -223,7 +226,7 @@ func (e *Engine) Leading() bool { return e.leading.Load() }
 
 // ClusterChanged queues a cluster, for example when one of its copies
 // changed downstream (drift).
-func (e *Engine) ClusterChanged(clusterKey string) { e.queue.Add(clusterKey) }
+func (e *Engine) ClusterChanged(clusterKey string) { e.queueWhole(clusterKey) }
 
 // CopyChanged is told of every change to Courier's copies in a cluster
 // (obj nil when one was deleted) and queues the cluster, except for the
@@ -251,7 +254,7 @@ func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
 			return
 		}
 	}
-	e.queue.Add(clusterKey)
+	e.queueWhole(clusterKey)
 }
 
 // writing marks copy c of cluster as being written: CopyChanged holds its
@@ -282,7 +285,7 @@ func (e *Engine) wrote(cluster *fleet.Cluster, c desiredCopy, rv string) {
 	}
 	e.mu.Unlock()
 	if other || (rv == "" && len(seen) > 0) {
-		e.queue.Add(clusterKey)
+		e.queueWhole(clusterKey)
 	}
 }
 
@@ -326,7 +329,7 @@ func (e *Engine) queueAllClusters() {
 		return
 	}
 	for _, c := range clusters {
-		e.queue.Add(c.Namespace + "/" + c.Name)
+		e.queueWhole(c.Namespace + "/" + c.Name)
 	}
 }
 
@@ -389,6 +392,10 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	}
 	if err := e.reconcileCluster(ctx, key); err != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster not converged; retrying", "cluster", key, "err", err)
+		// The retry looks at everything again, whatever this pass covered.
+		e.mu.Lock()
+		e.oweWholeLocked(key)
+		e.mu.Unlock()
 		e.queue.AddRateLimited(key)
 		return true
 	}

@@ -33,6 +33,13 @@ var (
 		Help:           "1 when the downstream cluster answered Courier's last request, 0 when it did not.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"cluster"})
+	passesTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "courier",
+		Name:      "cluster_passes_total",
+		Help: "Passes over a downstream cluster, by scope: whole (every row, then the sweep) or sources " +
+			"(only rows whose source changed since the last pass).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"scope"})
 
 	registerOnce sync.Once
 )
@@ -41,6 +48,6 @@ var (
 // serves on /metrics.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(copiesTotal, propagationSeconds, clusterReachable)
+		legacyregistry.MustRegister(copiesTotal, propagationSeconds, clusterReachable, passesTotal)
 	})
 }

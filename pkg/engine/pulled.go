@@ -56,5 +56,8 @@ func (e *Engine) forgetCluster(key string) {
 	e.forgetTwin(key)
 	e.forgetIdentities(key)
 	e.current.forget(key)
+	e.mu.Lock()
+	delete(e.scopes, key)
+	e.mu.Unlock()
 	clusterReachable.DeleteLabelValues(key)
 }

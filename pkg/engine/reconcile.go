@@ -13,7 +13,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/downstream"
 )
 
 // outcome is what syncing one copy did.
@@ -31,7 +33,12 @@ type outcome struct {
 // in groups of the same HelmOp and ServiceAccount: each group's copies are
 // planned (read-only), its permissions are checked as its ServiceAccount,
 // and only then is anything written, so a forbidden group writes nothing.
+//
+// When all that happened since the last pass is new source versions of
+// some rows (takeScope), and that pass ended with the same client, the
+// pass covers just those rows and does not sweep (scope.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
+	rows := e.takeScope(key) // nil: every row, and the sweep
 	ns, name := splitKey(key)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -49,7 +56,6 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		e.leavePulled(key) // its agent writes there (DESIGN §9)
 		return nil
 	}
-	logger := klog.FromContext(ctx).WithValues("cluster", key)
 	copies := e.copiesFor(key)
 
 	client, err := e.cfg.Downstream.Get(ctx, cluster)
@@ -57,19 +63,75 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		e.markAll(copies, courier.CopyPhaseUnreachable, err.Error())
 		return err
 	}
+	whole := rows == nil || !e.passedBefore(client)
+	if !whole {
+		copies = onlyRows(copies, rows)
+	}
+	passesTotal.WithLabelValues(passKind(whole)).Inc()
 	e.setServer(key, client)
 	reads := e.reads(ctx, client, key, copies) // before the wait: the first pass's reads overlap it
 	e.waitSynced(ctx, client)
 
-	changed := false
-	var retryErr error
+	changed, retryErr, fatal := e.syncCopies(ctx, client, cluster, copies, reads)
+	switch {
+	case fatal != nil:
+		retryErr = fatal
+	case e.draining.Load():
+		retryErr = nil // what is left waits for the next process or leader
+	case whole:
+		var swept bool
+		swept, retryErr = e.endWholePass(ctx, client, cluster, copies, reads, retryErr)
+		changed = changed || swept
+	}
+	if changed {
+		e.notify()
+	}
+	return retryErr
+}
+
+// endWholePass ends a whole pass whose copies were all synced (retryErr
+// names one that did not converge): it forgets what no row names any
+// more, sweeps, and records what the sweep left. changed reports whether
+// the leftovers changed.
+func (e *Engine) endWholePass(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy,
+	reads passReads, retryErr error) (changed bool, _ error) {
+	key := cluster.Namespace + "/" + cluster.Name
+	e.current.retain(key, copies)
+	// Only the leader removes copies; a follower reports them Deleting.
+	left, err := e.sweep(ctx, client, cluster, copies, e.Leading(), reads.unlabelled)
+	if err != nil {
+		if unreachable(err) {
+			clusterReachable.WithLabelValues(key).Set(0)
+		}
+		retryErr = err
+	} else {
+		clusterReachable.WithLabelValues(key).Set(1)
+	}
+	if left != nil || err == nil {
+		changed = e.setLeftovers(key, left)
+	}
+	e.passEnded(client)
+	if retryErr != nil {
+		klog.FromContext(ctx).V(2).Info("Cluster has copies that did not converge", "cluster", key, "err", retryErr)
+	}
+	return changed, retryErr
+}
+
+// syncCopies syncs copies group by group and records each copy's outcome.
+// changed reports whether a row's status changed; retryErr names a row that
+// did not converge; fatal stops the pass (the cluster does not answer: the
+// rows not reached are marked Unreachable, and the caller notifies).
+// Shutting down, it stops between groups: the groups written are whole,
+// the rest wait for the next process or leader.
+func (e *Engine) syncCopies(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy,
+	reads passReads) (changed bool, retryErr, fatal error) {
+	key := cluster.Namespace + "/" + cluster.Name
+	logger := klog.FromContext(ctx).WithValues("cluster", key)
 	namespaces := map[string]bool{} // destination namespace -> exists
 	handled := map[string]bool{}
 	for _, group := range groupCopies(copies) {
 		if e.draining.Load() {
-			// Shutting down: the groups written so far are whole; the rest
-			// wait for the next process or leader.
-			return nil
+			return changed, retryErr, nil
 		}
 		out, fatal := e.syncGroup(ctx, client, cluster, group, reads.fallback, namespaces)
 		fatalMsg := ""
@@ -96,38 +158,18 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 			}
 			clusterReachable.WithLabelValues(key).Set(0)
 			e.markRest(copies, handled, fatalMsg)
-			e.notify()
-			return fatal
+			return true, retryErr, fatal
 		}
 	}
-	e.current.retain(key, copies)
-	if e.draining.Load() {
-		if changed {
-			e.notify()
-		}
-		return nil
+	return changed, retryErr, nil
+}
+
+// passKind is the scope label of courier_cluster_passes_total.
+func passKind(whole bool) string {
+	if whole {
+		return "whole"
 	}
-	// Only the leader removes copies; a follower reports them Deleting.
-	left, err := e.sweep(ctx, client, cluster, copies, e.Leading(), reads.unlabelled)
-	if err != nil {
-		if unreachable(err) {
-			clusterReachable.WithLabelValues(key).Set(0)
-		}
-		retryErr = err
-	} else {
-		clusterReachable.WithLabelValues(key).Set(1)
-	}
-	if left != nil || err == nil {
-		changed = e.setLeftovers(key, left) || changed
-	}
-	e.passEnded(client)
-	if changed {
-		e.notify()
-	}
-	if retryErr != nil {
-		logger.V(2).Info("Cluster has copies that did not converge", "err", retryErr)
-	}
-	return retryErr
+	return "sources"
 }
 
 // logOutcome logs a copy whose status changed, with the HelmOp, the

@@ -1,0 +1,79 @@
+package engine
+
+// A whole pass over a Cluster plans every copy the Cluster should hold and
+// then sweeps the copies nothing wants. After a change of one source
+// listed for 1,000 Clusters that was ten plans, a list of the Cluster's
+// copies and a claim check of each, per Cluster, to write one copy: most
+// of the engine's CPU in that change (docs/benchmarks.md, session 10).
+//
+// So each queued Cluster carries a scope: what its next pass must cover.
+// Only one kind of change narrows it: new source resourceVersions of rows
+// the engine already holds (UpdateDesired). Such a change alters neither
+// which copies the Cluster should hold nor anything the other rows are
+// judged by, so a pass over just those rows, without the sweep, ends where
+// a whole pass would. Everything else -- a HelmOp's rows handed over again
+// (SetDesired), a Cluster or a copy changed, the resync, a new leader, a
+// retry after a pass that failed -- asks for a whole pass, and a whole
+// pass stays owed until a pass takes it. A Cluster queued by anything that
+// records no scope gets a whole pass as well, so a path that forgets to
+// record one costs work, never a copy.
+
+// passScope is what a Cluster's next pass must cover. Guarded by Engine.mu.
+type passScope struct {
+	// whole asks for every row and the sweep.
+	whole bool
+	// rows are the row keys whose source changed, when not whole.
+	rows map[string]struct{}
+}
+
+// queueWhole queues clusterKey for a whole pass.
+func (e *Engine) queueWhole(clusterKey string) {
+	e.mu.Lock()
+	e.oweWholeLocked(clusterKey)
+	e.mu.Unlock()
+	e.queue.Add(clusterKey)
+}
+
+// oweWholeLocked records that the next pass over clusterKey must be whole.
+// Called with e.mu held.
+func (e *Engine) oweWholeLocked(clusterKey string) {
+	e.scopes[clusterKey] = &passScope{whole: true}
+}
+
+// oweSourceLocked records that row rowKey of clusterKey has a new source
+// version; a whole pass already owed covers it. Called with e.mu held.
+func (e *Engine) oweSourceLocked(clusterKey, rowKey string) {
+	s := e.scopes[clusterKey]
+	if s == nil {
+		s = &passScope{rows: map[string]struct{}{}}
+		e.scopes[clusterKey] = s
+	}
+	if !s.whole {
+		s.rows[rowKey] = struct{}{}
+	}
+}
+
+// takeScope returns what the pass starting now over clusterKey must cover
+// and clears it, so that what changes during the pass is owed to the next
+// one: the rows whose sources changed, or nil for a whole pass.
+func (e *Engine) takeScope(clusterKey string) map[string]struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.scopes[clusterKey]
+	delete(e.scopes, clusterKey)
+	if s == nil || s.whole {
+		return nil
+	}
+	return s.rows
+}
+
+// onlyRows returns the copies whose row key is in rows, in their order.
+func onlyRows(copies []desiredCopy, rows map[string]struct{}) []desiredCopy {
+	out := make([]desiredCopy, 0, len(rows))
+	for _, c := range copies {
+		if _, ok := rows[c.rowKey]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
