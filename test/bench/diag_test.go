@@ -91,13 +91,14 @@ func (cw *courierWindow) text(n int, kind string, copies int, measuredMean time.
 	view := `name="downstreamcopies"`
 	return fmt.Sprintf("N=%d, Courier per %s window (mean of %d; %d copies each): CPU %s; allocated %.1f MB in %.1f GC cycles "+
 		"(go_memstats_alloc_bytes_total, go_gc_duration_seconds_count); cluster reconciles %.0f (workqueue courier_clusters adds), "+
-		"mean wait in queue %s, mean reconcile %s; view recomputes %.0f (mean %s); copies written %.0f, found current %.0f, failed %.0f; "+
+		"mean wait in queue %s, mean reconcile %s; passes %.0f whole, %.0f over changed sources only (courier_cluster_passes_total); view recomputes %.0f (mean %s); copies written %.0f, found current %.0f, failed %.0f; "+
 		"courier_copy_propagation_seconds mean %s (Courier's clock: from seeing the new source resourceVersion to the write) "+
 		"against a measured mean of %s (change started -> copy seen downstream); "+
 		"requests to the downstream kube-apiservers (the 10 most): %s; to the upstream kube-apiserver (everyone's, the benchmark's own included; the 8 most): %s",
 		n, kind, cw.windows, copies, (cw.cpu / time.Duration(cw.windows)).Round(10*time.Millisecond),
 		per(d.sum("go_memstats_alloc_bytes_total"))/1e6, per(d.sum("go_gc_duration_seconds_count")),
 		per(d.sum("workqueue_adds_total", clusters)), mean("workqueue_queue_duration_seconds", clusters), mean("workqueue_work_duration_seconds", clusters),
+		per(d.sum("courier_cluster_passes_total", `scope="whole"`)), per(d.sum("courier_cluster_passes_total", `scope="sources"`)),
 		per(d.sum("workqueue_adds_total", view)), mean("workqueue_work_duration_seconds", view),
 		per(d.sum("courier_copies_total", `result="written"`)), per(d.sum("courier_copies_total", `result="current"`)),
 		per(d.sum("courier_copies_total", `result="failed"`)), mean("courier_copy_propagation_seconds", ""), ms(measuredMean),
