@@ -138,18 +138,29 @@ func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
 	return o.fn.typed(o.c.Kube, ns).Get(ctx, name, metav1.GetOptions{})
 }
 
+// create and update read back only the written object's metadata when the
+// writer can (downstream.MetadataWriter): the engine needs just its
+// resourceVersion.
 func (o ops[T]) create(ctx context.Context, obj object) (string, error) {
-	return resourceVersion(o.fn.typed(o.writer, obj.GetNamespace()).Create(ctx, obj.(T), metav1.CreateOptions{FieldManager: "courier"}))
+	opts := metav1.CreateOptions{FieldManager: "courier"}
+	if w, ok := o.writer.(downstream.MetadataWriter); ok {
+		return resourceVersion(w.CreateMetadata(ctx, obj, opts))
+	}
+	return resourceVersion(o.fn.typed(o.writer, obj.GetNamespace()).Create(ctx, obj.(T), opts))
 }
 
 func (o ops[T]) update(ctx context.Context, obj object) (string, error) {
-	return resourceVersion(o.fn.typed(o.writer, obj.GetNamespace()).Update(ctx, obj.(T), metav1.UpdateOptions{FieldManager: "courier"}))
+	opts := metav1.UpdateOptions{FieldManager: "courier"}
+	if w, ok := o.writer.(downstream.MetadataWriter); ok {
+		return resourceVersion(w.UpdateMetadata(ctx, obj, opts))
+	}
+	return resourceVersion(o.fn.typed(o.writer, obj.GetNamespace()).Update(ctx, obj.(T), opts))
 }
 
 // resourceVersion is the written object's resourceVersion ("" when the
 // write failed or the answer carried none).
-func resourceVersion[T object](obj T, err error) (string, error) {
-	if err != nil || any(obj) == nil || reflect.ValueOf(obj).IsNil() {
+func resourceVersion(obj metav1.Object, err error) (string, error) {
+	if err != nil || obj == nil || reflect.ValueOf(obj).IsNil() {
 		return "", err
 	}
 	return obj.GetResourceVersion(), nil
