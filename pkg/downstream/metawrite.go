@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // MetadataWriter writes an object and reads back only what the server made
@@ -75,9 +76,11 @@ func (g groupClients) writeMetadata(ctx context.Context, obj runtime.Object, upd
 	default:
 		return nil, fmt.Errorf("downstream: cannot write a %T", obj)
 	}
-	req := g.core.RESTClient().Post()
-	if update {
-		req = g.core.RESTClient().Put().Name(m.GetName())
+	var req *rest.Request
+	if rc := g.core.RESTClient(); update {
+		req = rc.Put().Name(m.GetName())
+	} else {
+		req = rc.Post()
 	}
 	raw, err := req.Namespace(m.GetNamespace()).Resource(resource).
 		VersionedParams(opts, scheme.ParameterCodec).

@@ -98,8 +98,7 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 		for _, key := range changed {
 			e.oweWholeLocked(key)
 		}
-	}
-	if !complete {
+	} else {
 		// Rows handed over before DesiredComplete existed before the start:
 		// their copies may be there (or be in Conflict), so their first
 		// pass reads them (createUnread).
@@ -127,10 +126,11 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 // resourceVersion, and queues the clusters whose copies changed, each for
 // a pass over those rows only (scope.go). It costs work for those rows
 // only: a change of one source listed for 1,000 Clusters no longer diffs
-// the HelmOp's other 9,000 rows before the first Cluster is queued. It returns false, changing nothing, when a row is not
-// one it holds that way (unknown, or changed in another field); the caller
-// then hands over the whole HelmOp with SetDesired. Before DesiredComplete
-// it always returns false.
+// the HelmOp's other 9,000 rows before the first Cluster is queued. It
+// returns false, changing nothing, when a row is not one it holds that way
+// (unknown, or changed in another field); the caller then hands over the
+// whole HelmOp with SetDesired. Before DesiredComplete it always returns
+// false.
 func (e *Engine) UpdateDesired(helmOp types.NamespacedName, rows []*courier.DownstreamCopy) bool {
 	updates := desiredCopies(helmOp, rows)
 	now := e.now()

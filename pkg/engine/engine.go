@@ -393,9 +393,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	if err := e.reconcileCluster(ctx, key); err != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster not converged; retrying", "cluster", key, "err", err)
 		// The retry looks at everything again, whatever this pass covered.
-		e.mu.Lock()
-		e.oweWholeLocked(key)
-		e.mu.Unlock()
+		e.oweWhole(key)
 		e.queue.AddRateLimited(key)
 		return true
 	}

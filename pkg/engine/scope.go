@@ -28,14 +28,18 @@ type passScope struct {
 
 // queueWhole queues clusterKey for a whole pass.
 func (e *Engine) queueWhole(clusterKey string) {
-	e.mu.Lock()
-	e.oweWholeLocked(clusterKey)
-	e.mu.Unlock()
+	e.oweWhole(clusterKey)
 	e.queue.Add(clusterKey)
 }
 
-// oweWholeLocked records that the next pass over clusterKey must be whole.
-// Called with e.mu held.
+// oweWhole records that the next pass over clusterKey must be whole.
+func (e *Engine) oweWhole(clusterKey string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.oweWholeLocked(clusterKey)
+}
+
+// oweWholeLocked is oweWhole with e.mu held.
 func (e *Engine) oweWholeLocked(clusterKey string) {
 	e.scopes[clusterKey] = &passScope{whole: true}
 }
