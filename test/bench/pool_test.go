@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -13,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
 	"github.com/courier-dev/courier/test/fleetsim"
@@ -107,16 +107,56 @@ func (p *pool) sources(ctx context.Context, names []string) ([]*corev1.Secret, e
 	return out, nil
 }
 
-func (p *pool) copyOf(src *corev1.Secret, ns string) *corev1.Secret {
-	c := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: ns, Labels: map[string]string{benchLabel: "pool"}},
-		Type:       src.Type,
-		Data:       src.Data,
+// copyOf is the pool's copy of src for cluster i, in namespace ns: the
+// object Courier writes for a Cluster (copyspec.Secret: the source's type
+// and data, DESIGN §1's labels and annotations with values of the same
+// lengths), with every key of Courier's renamed to one of the pool's of
+// the same length, so that the two sides send the kube-apiservers objects
+// of the same shape and Courier's watches, which select on its keys, never
+// see the pool's copies. The kube-apiservers' cost per write grows with
+// the labels and annotations (docs/benchmarks.md, session 11): a pool
+// writing one label would measure the contract's metadata, not Courier.
+// COURIER_BENCH_POOL_METADATA=plain gives the one-label copy instead.
+func (p *pool) copyOf(src *corev1.Secret, i int, ns string) *corev1.Secret {
+	if poolPlainMetadata() {
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: ns, Labels: map[string]string{benchLabel: sidePool}},
+			Type:       src.Type,
+			Data:       src.Data,
+		}
 	}
-	if poolWithCourierMetadata() {
-		addCourierLikeMetadata(c, src, ns)
-	}
+	c := copyspec.Secret(src, ns, copyspec.Owner{
+		UpstreamID: poolUpstreamID,
+		HelmOp:     types.NamespacedName{Namespace: p.srcNS, Name: helmOpName},
+		Cluster:    clusterName(i),
+	})
+	c.Labels = poolKeys(c.Labels)
+	c.Labels[benchLabel] = sidePool
+	c.Annotations = poolKeys(c.Annotations)
 	return c
+}
+
+// poolUpstreamID stands in for the upstream's id in the pool's copies: the
+// shape of Courier's (the kube-system namespace's UID).
+const poolUpstreamID = "6f1c2a9e-3b7d-4e21-9a5c-0d8e7f6b5a43"
+
+// courierKeyPrefix is the prefix of Courier's keys on a copy, and
+// poolKeyPrefix the pool's, of the same length.
+var (
+	courierKeyPrefix = strings.SplitAfter(copyspec.LabelManagedBy, "/")[0]
+	poolKeyPrefix    = "courierpool/"
+)
+
+// poolKeys returns m with courierKeyPrefix replaced by poolKeyPrefix.
+func poolKeys(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if rest, ok := strings.CutPrefix(k, courierKeyPrefix); ok {
+			k = poolKeyPrefix + rest
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // poolWithCourierClient is COURIER_BENCH_POOL_CLIENT=courier: a
@@ -127,32 +167,12 @@ func (p *pool) copyOf(src *corev1.Secret, ns string) *corev1.Secret {
 // slower than the pool's.
 func poolWithCourierClient() bool { return os.Getenv("COURIER_BENCH_POOL_CLIENT") == "courier" }
 
-// poolWithCourierMetadata is COURIER_BENCH_POOL_METADATA=courier: a
-// diagnostic run whose pool writes copies carrying as many labels and
-// annotations as Courier's, of the same lengths, under keys of its own
-// (DESIGN §1's keys would make them Courier's). It measures what the
-// contract's metadata costs the kube-apiservers per write; the figures of
-// such a run are not the acceptance figures, whose pool is the plain one.
-func poolWithCourierMetadata() bool { return os.Getenv("COURIER_BENCH_POOL_METADATA") == "courier" }
-
-// addCourierLikeMetadata gives c the shape of Courier's labels and
-// annotations: managed-by, two 40-hex hashes, the HelmOp, the upstream's
-// id, the source's resourceVersion and the Cluster's name.
-func addCourierLikeMetadata(c, src *corev1.Secret, ns string) {
-	hash := func(s string) string {
-		sum := sha256.Sum256([]byte(s))
-		return hex.EncodeToString(sum[:])[:40]
-	}
-	c.Labels["pool.example/managed-by"] = "courier"
-	c.Labels["pool.example/owner"] = hash("owner\x00" + src.Namespace)
-	c.Labels["pool.example/cluster-hash"] = hash("cluster\x00" + ns)
-	c.Annotations = map[string]string{
-		"pool.example/helmop":                  src.Namespace + "/app",
-		"pool.example/upstream":                "6f1c2a9e-3b7d-4e21-9a5c-0d8e7f6b5a43",
-		"pool.example/source-resource-version": src.ResourceVersion,
-		"pool.example/cluster":                 ns,
-	}
-}
+// poolPlainMetadata is COURIER_BENCH_POOL_METADATA=plain: a diagnostic
+// run whose pool writes copies with one label and no annotations, as it
+// did until session 11. Its one-source figure against the default run's
+// measures what DESIGN §1's labels and annotations cost the
+// kube-apiservers per write; its figures are not the acceptance figures.
+func poolPlainMetadata() bool { return os.Getenv("COURIER_BENCH_POOL_METADATA") == "plain" }
 
 // create is the pool's version of a new HelmOp: it builds its clients,
 // then in every cluster creates the destination namespace and a copy of
@@ -172,7 +192,7 @@ func (p *pool) create(ctx context.Context, names []string) error {
 			return fmt.Errorf("cluster %d: %w", i+1, err)
 		}
 		for _, s := range srcs {
-			if _, err := kube.CoreV1().Secrets(ns).Create(ctx, p.copyOf(s, ns), metav1.CreateOptions{}); err != nil {
+			if _, err := kube.CoreV1().Secrets(ns).Create(ctx, p.copyOf(s, i+1, ns), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("cluster %d: %w", i+1, err)
 			}
 		}
@@ -190,7 +210,7 @@ func (p *pool) update(ctx context.Context, names []string) error {
 	return p.each(func(i int) error {
 		kube, ns := p.clients[i], p.destNS(i+1)
 		for _, s := range srcs {
-			if _, err := kube.CoreV1().Secrets(ns).Update(ctx, p.copyOf(s, ns), metav1.UpdateOptions{}); err != nil {
+			if _, err := kube.CoreV1().Secrets(ns).Update(ctx, p.copyOf(s, i+1, ns), metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("cluster %d: %w", i+1, err)
 			}
 		}

@@ -237,7 +237,32 @@ func (s *scaleRun) newHelmOp() {
 	finishProfile()
 	s.create[sidePool] = lat
 	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, fleetsim.MaxDuration(s.create[sideCourier]), fleetsim.MaxDuration(lat))
+	results.note("N=%d, one copy's metadata as written (the pool's should match Courier's in shape): Courier %s; pool %s",
+		l.n, copyShape(t, l.courierDest(1)), copyShape(t, l.poolDest(1)))
 	waitNamespacesSettled(t, l)
+}
+
+// copyShape describes the labels and annotations of copy s0 in namespace
+// ns, read from whichever downstream kube-apiserver holds it.
+func copyShape(t *testing.T, ns string) string {
+	for _, ds := range env.Downstreams {
+		kube, err := kubernetes.NewForConfig(ds.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := kube.CoreV1().Secrets(ns).Get(context.Background(), sourceName(0), metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		size := 0
+		for _, m := range []map[string]string{c.Labels, c.Annotations} {
+			for k, v := range m {
+				size += len(k) + len(v)
+			}
+		}
+		return fmt.Sprintf("%d labels and %d annotations, %d bytes of keys and values", len(c.Labels), len(c.Annotations), size)
+	}
+	return "not found"
 }
 
 // waitNamespacesSettled waits until kube-controller-manager has done its
