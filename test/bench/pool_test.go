@@ -142,10 +142,9 @@ const poolUpstreamID = "6f1c2a9e-3b7d-4e21-9a5c-0d8e7f6b5a43"
 
 // courierKeyPrefix is the prefix of Courier's keys on a copy, and
 // poolKeyPrefix the pool's, of the same length.
-var (
-	courierKeyPrefix = strings.SplitAfter(copyspec.LabelManagedBy, "/")[0]
-	poolKeyPrefix    = "courierpool/"
-)
+var courierKeyPrefix = strings.SplitAfter(copyspec.LabelManagedBy, "/")[0]
+
+const poolKeyPrefix = "courierpool/"
 
 // poolKeys returns m with courierKeyPrefix replaced by poolKeyPrefix.
 func poolKeys(m map[string]string) map[string]string {
