@@ -10,6 +10,11 @@ VERSION ?= $(shell git describe --tags --match 'v*' 2>/dev/null || echo v0.1.0-a
 LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 	-X k8s.io/component-base/version.gitMajor=0 \
 	-X k8s.io/component-base/version.gitMinor=1
+# make image: the images are named $(IMAGE_REGISTRY)/courier and
+# $(IMAGE_REGISTRY)/courier-agent (the charts' defaults) with tag IMAGE_TAG
+# (a tag cannot hold the "+" of a version).
+IMAGE_REGISTRY ?= ghcr.io/courier-dev
+IMAGE_TAG ?= $(subst +,_,$(VERSION))
 # Unit tests: every package but the suites that need real servers.
 UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/...
 E2E_TIMEOUT ?= 45m
@@ -18,13 +23,22 @@ CHAOS_TIMEOUT ?= 45m
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 10m
 
-.PHONY: all build tools helm test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate run down bench chaos fuzz clean
+.PHONY: all build image tools helm test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate run down bench chaos fuzz clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-apiserver ./cmd/apiserver
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-agent ./cmd/agent
+
+## image: OCI archives _output/images/courier-apiserver.oci.tar and
+## courier-agent.oci.tar, each a linux/amd64 + linux/arm64 image index of
+## the static binary (also in _output/bin/linux_<arch>/), non-root, the same
+## digests from the same commit; no Docker, no registry (hack/image, its own
+## module; docs/install.md says how to import or push them).
+image:
+	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(CURDIR)/_output/images -bin-dir $(CURDIR)/_output/bin \
+		-version '$(VERSION)' -ldflags '$(LDFLAGS)' -registry '$(IMAGE_REGISTRY)' -tag '$(IMAGE_TAG)'
 
 ## tools: build kube-apiserver, kube-controller-manager, kubectl and etcd from
 ## source (cached in ~/.cache/courier/tools; ~15-20 min the first time).
@@ -47,6 +61,7 @@ verify-gofmt:
 
 verify-vet:
 	$(GO) vet ./...
+	$(GO) vet -C hack/image ./...
 
 verify-codegen:
 	hack/verify-codegen.sh
@@ -56,6 +71,7 @@ test: verify test-unit test-e2e
 
 test-unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -C hack/image -race -count=1 ./...
 
 # The tool builds run first, each checked: a failed build stops here rather
 # than reaching the tests as an empty variable.
