@@ -142,6 +142,8 @@ func TestHelmTemplateAppliesServerSide(t *testing.T) {
 			"customresourcedefinition.apiextensions.k8s.io/helmops.fleet.cattle.io",
 			"customresourcedefinition.apiextensions.k8s.io/clusters.fleet.cattle.io",
 			"customresourcedefinition.apiextensions.k8s.io/clustergroups.fleet.cattle.io",
+			"validatingadmissionpolicy.admissionregistration.k8s.io/" + admissionPolicyName,
+			"validatingadmissionpolicybinding.admissionregistration.k8s.io/" + admissionPolicyName,
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("kubectl apply --dry-run=server output lacks %s:\n%s", want, out)
@@ -158,7 +160,8 @@ func TestHelmTemplateAppliesServerSide(t *testing.T) {
 	t.Run("existing secret without CRDs", func(t *testing.T) {
 		rendered := helm(t, append([]string{"template", "courier", chartDir, "-n", installNamespace}, existingSecretValues...)...)
 		out := applyDryRun(t, rendered)
-		for _, want := range []string{"deployment.apps/courier", "apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "poddisruptionbudget.policy/courier"} {
+		for _, want := range []string{"deployment.apps/courier", "apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "poddisruptionbudget.policy/courier",
+			"validatingadmissionpolicy.admissionregistration.k8s.io/" + admissionPolicyName} {
 			if !strings.Contains(out, want) {
 				t.Errorf("kubectl apply --dry-run=server output lacks %s:\n%s", want, out)
 			}
@@ -286,7 +289,9 @@ func TestInstallManifestsApplyServerSide(t *testing.T) {
 	args = append(args, "-f", out)
 	got := kubectl(t, args...)
 	for _, want := range []string{"deployment.apps/courier", "poddisruptionbudget.policy/courier", "secret/courier-serving-cert",
-		"apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "role.rbac.authorization.k8s.io/courier:leader-election"} {
+		"apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "role.rbac.authorization.k8s.io/courier:leader-election",
+		"validatingadmissionpolicy.admissionregistration.k8s.io/" + admissionPolicyName,
+		"validatingadmissionpolicybinding.admissionregistration.k8s.io/" + admissionPolicyName} {
 		if !strings.Contains(got, want) {
 			t.Errorf("kubectl apply --dry-run=server output lacks %s:\n%s", want, got)
 		}
@@ -364,11 +369,13 @@ func servingCertSecretManifest(t *testing.T) string {
 }
 
 // plainManifestFiles are the install manifests in artifacts/: everything but
-// the chart (templates, not manifests) and the examples.
+// the charts (templates, not manifests), the examples, and what is installed
+// elsewhere (downstream/, agent/). artifacts/admission is the admission
+// policy, which the chart renders by default (admissionPolicy.enabled).
 func plainManifestFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"artifacts/*.yaml", "artifacts/rbac/*.yaml", "artifacts/crds/*.yaml"} {
+	for _, pattern := range []string{"artifacts/*.yaml", "artifacts/rbac/*.yaml", "artifacts/crds/*.yaml", "artifacts/admission/*.yaml"} {
 		m, err := filepath.Glob(filepath.Join(repoRoot, pattern))
 		if err != nil {
 			t.Fatal(err)
