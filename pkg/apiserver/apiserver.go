@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
@@ -39,6 +40,9 @@ type PayloadConfig struct {
 	// UpstreamID goes into every payload's owner label and
 	// courier.dev/upstream annotation, as on every copy Courier pushes.
 	UpstreamID string
+	// Exports refuses every source that may never be exported
+	// (exportpolicy.Policy.Guard), whatever its row says; nil refuses none.
+	Exports func(runtime.Object) error
 	// Reports keeps what agents report to downstreamcopies/<row>/status;
 	// Agents decides who may.
 	Reports downstreamcopy.Reporter
@@ -94,7 +98,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 	info.NegotiatedSerializer = newRowEncodings(Codecs)
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
-		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID),
+		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID, p.Exports),
 		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
 	}

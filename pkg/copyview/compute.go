@@ -6,8 +6,10 @@
 package copyview
 
 import (
+	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,10 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/google/uuid"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/targeting"
 )
@@ -48,6 +53,21 @@ type Inputs struct {
 	// Reports are the agents' reports for pulled Clusters (pulled.go); nil
 	// when there are none to read.
 	Reports Reports
+	// Exports decides which sources may be exported at all (DESIGN §3
+	// rule 13): a row of a denied source is Denied and delivered by no
+	// one. Nil denies only what the courier.dev/export annotation denies.
+	Exports *exportpolicy.Policy
+	// SecretTypes tells the types of listed Secrets, which the metadata
+	// informers do not carry; nil takes every Secret to be Opaque.
+	SecretTypes SecretTypes
+}
+
+// SecretTypes tells the type of a Secret, by UID (a Secret's type never
+// changes), without its data; exportpolicy.SecretTypes is the real one.
+type SecretTypes interface {
+	Type(ctx context.Context, namespace, name string, uid types.UID) (corev1.SecretType, error)
+	// Forget drops what is known of a Secret that is gone.
+	Forget(uid types.UID)
 }
 
 // Problem is something wrong with a HelmOp that has no row of its own to
@@ -74,6 +94,7 @@ func SupportedKind(kind string) (string, bool) {
 // ComputeHelmOp). The controller computes one HelmOp at a time; Compute is
 // the whole view at once, for tests and benchmarks.
 func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
+	ctx := context.Background()
 	ops, err := in.HelmOps.List(labels.Everything())
 	if err != nil {
 		return nil, nil, err
@@ -89,7 +110,7 @@ func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
 			}
 			workspaces[op.Namespace] = ws
 		}
-		opRows, opProblems, err := computeHelmOp(in, op, ws)
+		opRows, opProblems, err := computeHelmOp(ctx, in, op, ws)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -104,14 +125,15 @@ func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
 // of its namespace that it targets and resource listed for that Cluster,
 // with the phase Courier can tell without a copy engine (baseStatus):
 // Invalid for entries that cannot be copied, SourceMissing when the source
-// does not exist, else Pending. Its cost is that of targeting the Clusters
-// of one namespace and looking up the HelmOp's sources.
-func ComputeHelmOp(in Inputs, op *fleet.HelmOp) ([]*courier.DownstreamCopy, []Problem, error) {
+// does not exist, Denied when it may not be exported, else Pending. Its
+// cost is that of targeting the Clusters of one namespace and looking up
+// the HelmOp's sources (each source's export verdict once).
+func ComputeHelmOp(ctx context.Context, in Inputs, op *fleet.HelmOp) ([]*courier.DownstreamCopy, []Problem, error) {
 	ws, err := listWorkspace(in, op.Namespace)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, problems, err := computeHelmOp(in, op, ws)
+	rows, problems, err := computeHelmOp(ctx, in, op, ws)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -138,21 +160,28 @@ func listWorkspace(in Inputs, namespace string) (*workspace, error) {
 }
 
 // computeHelmOp returns op's rows, unsorted.
-func computeHelmOp(in Inputs, op *fleet.HelmOp, ws *workspace) ([]*courier.DownstreamCopy, []Problem, error) {
+func computeHelmOp(ctx context.Context, in Inputs, op *fleet.HelmOp, ws *workspace) ([]*courier.DownstreamCopy, []Problem, error) {
 	var rows []*courier.DownstreamCopy
 	var problems []Problem
+	key := types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
 	matches, errs := targeting.Resolve(op, ws.clusters, ws.groups)
 	for _, e := range errs {
-		problems = append(problems, Problem{HelmOp: types.NamespacedName{Namespace: op.Namespace, Name: op.Name}, Err: e})
+		problems = append(problems, Problem{HelmOp: key, Err: e})
 	}
+	exports := newExportCheck(ctx, in)
 	for _, m := range matches {
 		for _, res := range m.Options.Resources {
-			row, err := rowFor(in, op, m, res)
+			row, err := rowFor(in, exports, op, m, res)
 			if err != nil {
 				return nil, nil, err
 			}
 			rows = append(rows, row)
 		}
+	}
+	// A denied source is also a problem of its HelmOp: logged once, and a
+	// Warning Event, naming the source and the rule (never its data).
+	for _, v := range exports.denied() {
+		problems = append(problems, Problem{HelmOp: key, Err: deniedProblem(v.Message)})
 	}
 	return rows, problems, nil
 }
@@ -180,14 +209,14 @@ func dedupe(rows []*courier.DownstreamCopy) []*courier.DownstreamCopy {
 	return out
 }
 
-func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.DownstreamResource) (*courier.DownstreamCopy, error) {
+func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match, res fleet.DownstreamResource) (*courier.DownstreamCopy, error) {
 	name := RowName(op.Name, m.Cluster.Name, res.Kind, res.Name)
 	row := &courier.DownstreamCopy{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: op.Namespace,
 			Name:      name,
 			UID:       rowUID(op.Namespace, name),
-			Labels:    rowLabels(op.Name, m.Cluster.Name, res.Kind),
+			Labels:    rowLabels(op.Name, m.Cluster.Name, res.Kind, true),
 		},
 		Spec: courier.DownstreamCopySpec{
 			HelmOp:         op.Name,
@@ -198,6 +227,7 @@ func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.Downstream
 			KeepResources:  m.Options.KeepResources,
 		},
 	}
+	var verdict exportpolicy.Verdict
 	if kind, ok := SupportedKind(res.Kind); ok && res.Name != "" {
 		row.Spec.Source.Kind = kind
 		lister := in.Secrets
@@ -212,11 +242,17 @@ func rowFor(in Inputs, op *fleet.HelmOp, m targeting.Match, res fleet.Downstream
 				return nil, err
 			}
 			row.Spec.Source.ResourceVersion = accessor.GetResourceVersion()
+			if verdict, err = exports.verdict(kind, accessor); err != nil {
+				return nil, err
+			}
 		case !apierrors.IsNotFound(err):
 			return nil, err
 		}
 	}
 	row.Status = baseStatus(row.Namespace, row.Spec)
+	if verdict.Denied() && row.Status.Phase == courier.CopyPhasePending {
+		deny(row, verdict)
+	}
 	return row, nil
 }
 
@@ -271,8 +307,10 @@ func status(phase courier.CopyPhase, message string) courier.DownstreamCopyStatu
 	}
 }
 
-func rowLabels(helmOp, cluster, kind string) map[string]string {
-	l := map[string]string{}
+// rowLabels are a row's labels: its HelmOp, Cluster and kind, and whether
+// its copy is delivered (LabelDeliver).
+func rowLabels(helmOp, cluster, kind string, deliver bool) map[string]string {
+	l := map[string]string{courier.LabelDeliver: strconv.FormatBool(deliver)}
 	for k, v := range map[string]string{LabelHelmOp: helmOp, LabelCluster: cluster, LabelSourceKind: strings.ToLower(kind)} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
 			l[k] = v

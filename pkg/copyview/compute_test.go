@@ -228,7 +228,7 @@ func TestComputeRowIdentityIsStable(t *testing.T) {
 	if len(a) != 1 || a[0].UID == "" || a[0].UID != b[0].UID {
 		t.Fatalf("UIDs not stable: %v", []any{a, b})
 	}
-	want := map[string]string{LabelHelmOp: "app", LabelCluster: "c1", LabelSourceKind: "secret"}
+	want := map[string]string{LabelHelmOp: "app", LabelCluster: "c1", LabelSourceKind: "secret", courier.LabelDeliver: "true"}
 	if !reflect.DeepEqual(a[0].Labels, want) {
 		t.Errorf("labels = %v, want %v", a[0].Labels, want)
 	}

@@ -356,7 +356,7 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	}
 	op := types.NamespacedName{Namespace: ns, Name: name}
 	w := c.takeWork(op)
-	full := w.full || (len(w.sources) > 0 && !c.syncSources(op, w.sources))
+	full := w.full || (len(w.sources) > 0 && !c.syncSources(ctx, op, w.sources))
 	if full {
 		err = c.syncHelmOp(ctx, op)
 	} else {

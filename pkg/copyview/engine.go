@@ -87,7 +87,7 @@ func leftoverRow(l Leftover) *courier.DownstreamCopy {
 			Namespace: l.HelmOp.Namespace,
 			Name:      name,
 			UID:       rowUID(l.HelmOp.Namespace, name),
-			Labels:    rowLabels(l.HelmOp.Name, l.Cluster, l.Kind),
+			Labels:    rowLabels(l.HelmOp.Name, l.Cluster, l.Kind, false),
 		},
 		Spec: courier.DownstreamCopySpec{
 			HelmOp:        l.HelmOp.Name,

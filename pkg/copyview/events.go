@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
 // Which HelmOps an event can affect, so that a change costs work in
@@ -87,7 +88,10 @@ func (c *Controller) helmOpEvents() cache.ResourceEventHandler {
 
 func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.queueNamespaceOf,
+		AddFunc: func(obj any) {
+			c.queueNamespaceOf(obj)
+			c.queueKubeconfigListers(obj)
+		},
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*fleet.Cluster)
 			n, _ := obj.(*fleet.Cluster)
@@ -98,8 +102,35 @@ func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 				o.Annotations[courier.AnnotationAgentUser] != n.Annotations[courier.AnnotationAgentUser] {
 				c.queueNamespaceOf(obj)
 			}
+			// The Secret a Cluster names as its kubeconfig is never
+			// exported: the HelmOps listing the one it named and the one
+			// it names now are synced again, in whatever namespace.
+			if o == nil || n == nil || o.Spec.KubeConfigSecret != n.Spec.KubeConfigSecret ||
+				o.Spec.KubeConfigSecretNamespace != n.Spec.KubeConfigSecretNamespace {
+				c.queueKubeconfigListers(old)
+				c.queueKubeconfigListers(obj)
+			}
 		},
-		DeleteFunc: c.queueNamespaceOf,
+		DeleteFunc: func(obj any) {
+			c.queueNamespaceOf(obj)
+			c.queueKubeconfigListers(obj)
+		},
+	}
+}
+
+// queueKubeconfigListers queues the HelmOps that list the Secret a Cluster
+// (or its tombstone) names as its kubeconfig.
+func (c *Controller) queueKubeconfigListers(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if !c.started.Load() {
+		return
+	}
+	refs, _ := exportpolicy.KubeconfigRefs(obj)
+	for _, ref := range refs {
+		ns, name, _ := strings.Cut(ref, "/")
+		c.queueListers(ListedKey(ns, "Secret", name), false)
 	}
 }
 
@@ -130,24 +161,7 @@ func (c *Controller) sourceEvents(kind string) cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
-		listed := ListedKey(ns, kind, name)
-		ops, err := c.helmOps.ByIndex(ListedIndex, listed)
-		if err != nil {
-			utilruntime.HandleError(err)
-			return
-		}
-		for _, o := range ops {
-			op, ok := o.(*fleet.HelmOp)
-			if !ok {
-				continue
-			}
-			key := types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
-			if changed {
-				c.enqueueSource(key, listed)
-			} else {
-				c.enqueue(key)
-			}
-		}
+		c.queueListers(ListedKey(ns, kind, name), changed)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { queue(obj, false) },
@@ -161,7 +175,46 @@ func (c *Controller) sourceEvents(kind string) cache.ResourceEventHandler {
 				queue(obj, true)
 			}
 		},
-		DeleteFunc: func(obj any) { queue(obj, false) },
+		DeleteFunc: func(obj any) {
+			queue(obj, false)
+			c.forgetSecretType(kind, obj)
+		},
+	}
+}
+
+// queueListers queues the HelmOps that list a source (ListedKey): for the
+// rows that name it only when changed (a new version of a source that
+// existed), else for a full sync.
+func (c *Controller) queueListers(listed string, changed bool) {
+	ops, err := c.helmOps.ByIndex(ListedIndex, listed)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, o := range ops {
+		op, ok := o.(*fleet.HelmOp)
+		if !ok {
+			continue
+		}
+		key := types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
+		if changed {
+			c.enqueueSource(key, listed)
+		} else {
+			c.enqueue(key)
+		}
+	}
+}
+
+// forgetSecretType drops the type known of a deleted Secret.
+func (c *Controller) forgetSecretType(kind string, obj any) {
+	if kind != "Secret" || c.inputs.SecretTypes == nil {
+		return
+	}
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		c.inputs.SecretTypes.Forget(m.GetUID())
 	}
 }
 

@@ -36,16 +36,31 @@ type fakeEngine struct {
 	refuseUpdates bool
 	statuses      map[string]EngineStatus
 	leftovers     map[types.NamespacedName][]Leftover
+	// desired are the row names each HelmOp was last handed over with.
+	desired map[types.NamespacedName][]string
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{statuses: map[string]EngineStatus{}, leftovers: map[types.NamespacedName][]Leftover{}}
+	return &fakeEngine{statuses: map[string]EngineStatus{}, leftovers: map[types.NamespacedName][]Leftover{},
+		desired: map[types.NamespacedName][]string{}}
 }
 
 func (f *fakeEngine) SetDesired(op types.NamespacedName, rows []*courier.DownstreamCopy) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("set %s %d", op, len(rows)))
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	f.desired[op] = names
+}
+
+// desiredOf returns the row names op was last handed over with.
+func (f *fakeEngine) desiredOf(op types.NamespacedName) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.desired[op])
 }
 
 func (f *fakeEngine) UpdateDesired(op types.NamespacedName, rows []*courier.DownstreamCopy) bool {
@@ -122,10 +137,21 @@ func newFixture(t testing.TB, objs ...any) *fixture {
 // newRecordingFixture is newFixture recording Events as events says.
 func newRecordingFixture(t testing.TB, events Events, objs ...any) *fixture {
 	t.Helper()
+	return newFixtureWith(t, events, nil, objs...)
+}
+
+// newFixtureWith is newRecordingFixture with inputs changed by with (nil
+// changes nothing) before the controller is built.
+func newFixtureWith(t testing.TB, events Events, with func(*caches, *Inputs), objs ...any) *fixture {
+	t.Helper()
 	f := &fixture{t: t, caches: newCaches(t, objs...), engine: newFakeEngine(),
 		store: memstore.New[*courier.DownstreamCopy](memstore.WithInitialResourceVersion(1000))}
 	_, f.ctx = ktesting.NewTestContext(t)
-	f.c = newController(f.caches.inputs(), f.store, f.engine, f.caches.helmOps)
+	in := f.caches.inputs()
+	if with != nil {
+		with(f.caches, &in)
+	}
+	f.c = newController(in, f.store, f.engine, f.caches.helmOps)
 	f.c.recorder = events.Recorder
 	f.c.leading.Store(!events.Follower)
 	if err := f.c.queueAll(); err != nil {

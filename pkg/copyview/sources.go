@@ -1,10 +1,12 @@
 package copyview
 
 import (
+	"context"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -37,8 +39,10 @@ func (c *Controller) enqueueSource(op types.NamespacedName, listed string) {
 // syncSources gives op's rows that name the changed sources their
 // sources' current resourceVersion, hands those rows to the engine and
 // writes them to the store. It returns false, having written nothing, when
-// a full sync is needed instead.
-func (c *Controller) syncSources(op types.NamespacedName, sources map[string]bool) bool {
+// a full sync is needed instead: also when a source's export verdict may
+// have changed (a Denied row, or a new version that is denied), since that
+// changes what the engine is handed.
+func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, sources map[string]bool) bool {
 	c.mu.Lock()
 	if c.rows[op] == nil {
 		c.mu.Unlock()
@@ -57,18 +61,21 @@ func (c *Controller) syncSources(op types.NamespacedName, sources map[string]boo
 
 	versions := make(map[string]string, len(sources))
 	for listed := range sources {
-		rv, ok := c.sourceVersion(listed)
+		kind, m, ok := c.source(listed)
 		if !ok {
 			return false // gone meanwhile: its rows become SourceMissing
 		}
-		versions[listed] = rv
+		if v, err := sourceVerdict(ctx, c.inputs, kind, m); err != nil || v.Denied() {
+			return false
+		}
+		versions[listed] = m.GetResourceVersion()
 	}
 	rows := make([]*courier.DownstreamCopy, 0, len(keys))
 	for _, key := range keys {
 		ns, name := splitRowKey(key)
 		r, ok := c.store.Get(ns, name)
-		if !ok {
-			return false
+		if !ok || !courier.Delivered(r.Labels) {
+			return false // a Denied row may be allowed now
 		}
 		was := r.Spec.Source.ResourceVersion
 		rv := versions[ListedKey(r.Namespace, r.Spec.Source.Kind, r.Spec.Source.Name)]
@@ -100,24 +107,24 @@ func (c *Controller) syncSources(op types.NamespacedName, sources map[string]boo
 	return true
 }
 
-// sourceVersion returns the resourceVersion of a source (ListedKey) from
-// the metadata informers, and false when it does not exist.
-func (c *Controller) sourceVersion(listed string) (string, bool) {
+// source returns the kind and metadata of a source (ListedKey) from the
+// metadata informers, and false when it does not exist.
+func (c *Controller) source(listed string) (string, metav1.Object, bool) {
 	parts := strings.SplitN(listed, "/", 3)
 	if len(parts) != 3 {
-		return "", false
+		return "", nil, false
 	}
-	lister := c.inputs.Secrets
+	kind, lister := "Secret", c.inputs.Secrets
 	if parts[1] == "configmap" {
-		lister = c.inputs.ConfigMaps
+		kind, lister = "ConfigMap", c.inputs.ConfigMaps
 	}
 	obj, err := lister.ByNamespace(parts[0]).Get(parts[2])
 	if err != nil {
-		return "", false
+		return "", nil, false
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
-		return "", false
+		return "", nil, false
 	}
-	return m.GetResourceVersion(), true
+	return kind, m, true
 }

@@ -35,7 +35,7 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 		return err
 	default:
 		helmOp = obj
-		if rows, problems, err = ComputeHelmOp(c.inputs, obj); err != nil {
+		if rows, problems, err = ComputeHelmOp(ctx, c.inputs, obj); err != nil {
 			return err
 		}
 	}
@@ -45,7 +45,7 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 	}
 	var left []*courier.DownstreamCopy
 	if c.engine != nil {
-		c.engine.SetDesired(op, rows)
+		c.engine.SetDesired(op, delivered(rows))
 	}
 	for _, r := range rows {
 		if st, ok := c.rowStatus(r); ok {
@@ -113,8 +113,8 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	for _, key := range mine {
 		ns, name := splitRowKey(key)
 		r, ok := c.store.Get(ns, name)
-		if !ok {
-			continue
+		if !ok || !courier.Delivered(r.Labels) {
+			continue // a Denied row's status is the view's own
 		}
 		r.Status = baseStatus(r.Namespace, r.Spec)
 		if st, ok := c.rowStatus(r); ok {
@@ -236,6 +236,9 @@ const (
 	// clusterSelector, clusterGroup and clusterGroupSelector (Fleet's rule:
 	// it matches no cluster).
 	ReasonTargetWithoutCriteria = "TargetWithoutCriteria"
+	// ReasonExportDenied: the HelmOp lists a source that is never exported
+	// (DESIGN §3 rule 13); its rows are Denied.
+	ReasonExportDenied = "ExportDenied"
 )
 
 // maxEventMessage caps a problem's Event message: a selector's error
@@ -251,6 +254,10 @@ const maxEventMessage = 1024
 // then has no problems).
 func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedName, op *fleet.HelmOp, fresh, warn []Problem) {
 	for _, p := range fresh {
+		if _, denied := p.Err.(deniedSource); denied {
+			klog.FromContext(ctx).Info("HelmOp lists a source that is never exported", "helmop", key, "problem", p.Err.Error())
+			continue
+		}
 		klog.FromContext(ctx).Info("HelmOp target matches no cluster", "helmop", key, "problem", p.Err.Error())
 	}
 	if op == nil {
@@ -259,7 +266,9 @@ func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedNam
 	for _, p := range warn {
 		// ErrNoCriteria says already that the target matches no cluster.
 		msg, reason := p.Err.Error(), ReasonTargetWithoutCriteria
-		if !errors.Is(p.Err, targeting.ErrNoCriteria) {
+		if _, denied := p.Err.(deniedSource); denied {
+			reason = ReasonExportDenied
+		} else if !errors.Is(p.Err, targeting.ErrNoCriteria) {
 			reason, msg = ReasonInvalidTarget, msg+"; the target matches no cluster"
 		}
 		c.recorder.Event(helmOpRef(op), corev1.EventTypeWarning, reason, truncate(msg, maxEventMessage))

@@ -226,14 +226,10 @@ func (c *Cache) Get(ctx context.Context, cluster *fleet.Cluster) (*Client, error
 }
 
 func (c *Cache) get(ctx context.Context, e *entry, key string, cluster *fleet.Cluster) (*Client, error) {
-	name := cluster.Spec.KubeConfigSecret
+	ns, name := cluster.KubeconfigSecretRef()
 	if name == "" {
 		c.set(e, "", "", "", nil, kerr(key, "cluster %s has no spec.kubeConfigSecret", cluster.Name))
 		return nil, e.err
-	}
-	ns := cluster.Spec.KubeConfigSecretNamespace
-	if ns == "" {
-		ns = cluster.Namespace // DESIGN §2: the Cluster's own namespace
 	}
 	ref := ns + "/" + name
 	if !KubeconfigNamespaceAllowed(ns, cluster.Namespace) {

@@ -11,6 +11,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
 // action is what one copy needs.
@@ -52,6 +53,11 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	if apierrors.IsNotFound(err) {
 		return plan{out: outcome{status: copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
 			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}}
+	} else if v, denied := exportpolicy.IsDenied(err); denied {
+		// The read refused a source the view had not found denied yet (an
+		// annotation added a moment ago): nothing is written, and the view
+		// takes the row away from the engine when it catches up.
+		return plan{out: outcome{retry: true, reason: "ExportDenied", status: copyview.EngineStatus{Phase: courier.CopyPhaseDenied, Message: v.Message}}}
 	} else if err != nil {
 		return plan{out: outcome{retry: true, reason: "SourceReadFailed", status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
 			Message: fmt.Sprintf("reading %s %s/%s upstream: %v", c.kind, c.helmOp.Namespace, c.name, err)}}}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 )
 
@@ -108,5 +110,30 @@ func TestConfigSources(t *testing.T) {
 	}
 	if _, ok := down.secret(targetNS, "db"); !ok {
 		t.Error("no copy written from the reader's object")
+	}
+}
+
+// A source the upstream read refuses as never exported (the view had not
+// caught up yet) is written nowhere: the row is Denied, with the rule's
+// message, and retried.
+func TestGuardedSourceIsNotWritten(t *testing.T) {
+	down := newFakeCluster(true)
+	secret := srcSecret("db", "7")
+	secret.Annotations = map[string]string{exportpolicy.AnnotationExport: "false"}
+	env := newEnv(t, down, secret, srcSecret("other", "3"))
+	env.e.sources = newSourceCache(UpstreamSources{Client: env.upstream, Guard: exportpolicy.New(true, nil).Guard})
+	denied, allowed := row("Secret", "db", "7", courier.CopyPhasePending), row("Secret", "other", "3", courier.CopyPhasePending)
+	if err := env.reconcile(denied, allowed); err == nil {
+		t.Error("a pass with a denied source reported no error to retry")
+	}
+	if _, ok := down.secret(targetNS, "other"); !ok {
+		t.Fatal("positive control: the allowed source was not copied")
+	}
+	if _, ok := down.secret(targetNS, "db"); ok {
+		t.Error("the denied source was copied")
+	}
+	st := env.mustStatus(denied)
+	if st.Phase != courier.CopyPhaseDenied || !strings.Contains(st.Message, `annotated courier.dev/export: "false"`) {
+		t.Errorf("status %s %q, want Denied naming the annotation", st.Phase, st.Message)
 	}
 }

@@ -37,16 +37,32 @@ type SourceReader interface {
 // of listed Secrets and ConfigMaps only): how push reads them.
 type UpstreamSources struct {
 	Client kubernetes.Interface
+	// Guard, when set, is asked about every object read before it is
+	// handed on; its error is returned instead of the object (a source
+	// that may never be exported: exportpolicy.Policy.Guard).
+	Guard func(runtime.Object) error
 }
 
 var _ SourceReader = UpstreamSources{}
 
 // Read implements SourceReader.
 func (u UpstreamSources) Read(ctx context.Context, src Source) (runtime.Object, error) {
+	var obj runtime.Object
+	var err error
 	if src.Kind == "Secret" {
-		return u.Client.CoreV1().Secrets(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+		obj, err = u.Client.CoreV1().Secrets(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+	} else {
+		obj, err = u.Client.CoreV1().ConfigMaps(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
 	}
-	return u.Client.CoreV1().ConfigMaps(src.Namespace).Get(ctx, src.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if u.Guard != nil {
+		if err := u.Guard(obj); err != nil {
+			return nil, err
+		}
+	}
+	return obj, nil
 }
 
 // sourceKey names one upstream source object.

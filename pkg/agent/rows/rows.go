@@ -150,17 +150,12 @@ func (c *Controller) Copyable() []string {
 }
 
 // wanted reports whether a row is one the engine must write: its Cluster's,
-// and not a leftover the view shows (Kept, Deleting), whose copy no HelmOp
-// wants any more.
+// and delivered (courier.LabelDeliver) -- not a leftover copy no HelmOp
+// wants any more (Kept, Deleting), nor a source that may never be exported
+// (Denied), whose copy the engine then removes unless keepResources. The
+// label decides, never the row's displayed phase.
 func (c *Controller) wanted(r *v1alpha1.DownstreamCopy) bool {
-	if r.Namespace != c.namespace || r.Spec.Cluster != c.cluster {
-		return false
-	}
-	switch r.Status.Phase {
-	case v1alpha1.CopyPhaseKept, v1alpha1.CopyPhaseDeleting:
-		return false
-	}
-	return true
+	return r.Namespace == c.namespace && r.Spec.Cluster == c.cluster && courier.Delivered(r.Labels)
 }
 
 // internal converts a row for the engine, with its ServiceAccount in the

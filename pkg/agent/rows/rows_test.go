@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +22,13 @@ import (
 
 const ns = "fleet-default"
 
+// row is a row as Courier serves it: labelled delivered unless it is a
+// leftover (Kept, Deleting) or Denied.
 func row(helmOp, cluster, kind, name, rv string, phase v1alpha1.CopyPhase) *v1alpha1.DownstreamCopy {
+	deliver := phase != v1alpha1.CopyPhaseKept && phase != v1alpha1.CopyPhaseDeleting && phase != v1alpha1.CopyPhaseDenied
 	return &v1alpha1.DownstreamCopy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strings.ToLower(helmOp + "." + cluster + "." + kind + "." + name)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strings.ToLower(helmOp + "." + cluster + "." + kind + "." + name),
+			Labels: map[string]string{courier.LabelDeliver: strconv.FormatBool(deliver)}},
 		Spec: v1alpha1.DownstreamCopySpec{HelmOp: helmOp, Cluster: cluster,
 			Source: v1alpha1.CopySource{Kind: kind, Name: name, ResourceVersion: rv},
 			Target: v1alpha1.CopyTarget{Namespace: "apps", Name: name}},
@@ -69,16 +74,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // The agent's rows reach the engine one HelmOp at a time, every HelmOp
 // before DesiredComplete: only its own Cluster's, without the leftovers
-// the view shows (Kept, Deleting), with ServiceAccounts in the agent's
-// namespace. The watch selects spec.cluster, as Courier requires.
+// the view shows (Kept, Deleting) nor the Denied rows, with
+// ServiceAccounts in the agent's namespace. The watch selects
+// spec.cluster, as Courier requires. The deliver label decides, not the
+// phase: a row labelled not delivered whatever its phase is dropped.
 func TestHandOver(t *testing.T) {
 	withSA := row("other", "edge2", "Secret", "x", "3", v1alpha1.CopyPhasePending)
 	withSA.Spec.ServiceAccount = "cattle-fleet-system/deployer"
+	undelivered := row("app", "edge2", "Secret", "label-only", "4", v1alpha1.CopyPhasePending)
+	undelivered.Labels[courier.LabelDeliver] = "false"
 	client := fake.NewSimpleClientset(
 		row("app", "edge2", "Secret", "db", "7", v1alpha1.CopyPhaseSynced),
 		row("app", "edge2", "ConfigMap", "settings", "9", v1alpha1.CopyPhasePending),
 		row("app", "edge2", "Secret", "old", "5", v1alpha1.CopyPhaseKept),
 		row("app", "edge2", "Secret", "going", "5", v1alpha1.CopyPhaseDeleting),
+		row("app", "edge2", "Secret", "kubeconfig", "6", v1alpha1.CopyPhaseDenied),
+		undelivered,
 		row("app", "edge1", "Secret", "db", "7", v1alpha1.CopyPhaseSynced), // another Cluster's (the fake ignores field selectors)
 		withSA,
 	)

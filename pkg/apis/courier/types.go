@@ -18,6 +18,7 @@ const (
 	CopyPhaseInvalid       CopyPhase = "Invalid"
 	CopyPhaseDeleting      CopyPhase = "Deleting"
 	CopyPhaseKept          CopyPhase = "Kept"
+	CopyPhaseDenied        CopyPhase = "Denied"
 )
 
 // ConditionReady is the condition type that summarises a row.

@@ -37,6 +37,7 @@ func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID 
 		Agents:     agents,
 		UpstreamID: upstreamID,
 		Reports:    v.reports,
+		Exports:    v.exports.Guard,
 	}, nil
 }
 

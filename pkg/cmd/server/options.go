@@ -61,6 +61,12 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
+	// DenySensitiveExports is the export deny list (DESIGN §3 rule 13):
+	// Secrets that Clusters name as kubeconfigs and Secrets of credential
+	// and controller-state types are never exported. On by default; an
+	// operator who must export such a Secret on purpose turns it off
+	// (the courier.dev/export annotation still holds then).
+	DenySensitiveExports bool
 	// AgentReportNamespace holds the courier-agents' reports, one
 	// ConfigMap per pulled Cluster (pkg/agentreport): Courier's own
 	// namespace, where a Role lets it write ConfigMaps.
@@ -91,6 +97,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		CopyWorkers:              engine.DefaultWorkers,
 		AgentNamespace:           "cattle-fleet-system",
 		AgentReportNamespace:     "courier-system",
+		DenySensitiveExports:     true,
 		LeaderElection:           defaultLeaderElection(),
 		StdOut:                   out,
 		StdErr:                   errOut,
@@ -116,6 +123,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Namespace of the upstream cluster where Courier keeps what each pulled Cluster's courier-agent reports (ConfigMaps courier-agent-report.<namespace>.<cluster>, labelled courier.dev/agent-report=true). Courier's own namespace: it needs to create and update ConfigMaps there.")
 	courier.BoolVar(&o.RequireServiceAccount, "require-service-account", o.RequireServiceAccount,
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
+	courier.BoolVar(&o.DenySensitiveExports, "deny-sensitive-exports", o.DenySensitiveExports,
+		"Never export a Secret that a Fleet Cluster names as its kubeconfig, nor Secrets of type kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 or fleet.cattle.io/*, whatever a HelmOp lists (their rows are Denied). Set to false only to export such a Secret on purpose; sources annotated courier.dev/export: \"false\" are never exported either way.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))

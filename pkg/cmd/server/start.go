@@ -74,6 +74,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !o.DenySensitiveExports {
+		klog.Background().Info("WARNING: --deny-sensitive-exports=false: Secrets that Fleet Clusters name as kubeconfigs and Secrets of type "+
+			"kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 and fleet.cattle.io/* are exported "+
+			"wherever a HelmOp lists them; only sources annotated courier.dev/export: \"false\" are never exported", "flag", "deny-sensitive-exports")
+	}
 	views, err := newViews(upstream, upstreamID, o)
 	if err != nil {
 		return err

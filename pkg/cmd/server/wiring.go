@@ -29,6 +29,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/pkg/fieldcopy"
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
@@ -71,6 +72,10 @@ type views struct {
 	fieldCopy         *fieldcopy.Controller // nil without --fieldcopy-target
 	// upstream is the upstream cluster's client, as Courier.
 	upstream kubernetes.Interface
+	// exports decides which sources may be exported at all (DESIGN §3
+	// rule 13); the view decides rows with it, and every source read for
+	// copying is guarded by it.
+	exports *exportpolicy.Policy
 	// agents indexes the Fleet Clusters by courier.dev/agent-user, for
 	// pull delivery (agents.go).
 	agents *agentauth.ClusterIndex
@@ -104,6 +109,11 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if v.agents, err = agentauth.NewClusterIndex(fleet.Clusters().Informer()); err != nil {
 		return nil, err
 	}
+	kubeconfigClusters, err := exportpolicy.NewInformerClusters(fleet.Clusters().Informer())
+	if err != nil {
+		return nil, err
+	}
+	v.exports = exportpolicy.New(o.DenySensitiveExports, kubeconfigClusters)
 	// Sources are watched as metadata only: Courier never holds the data of
 	// Secrets it does not copy. It reads in full only the sources it copies
 	// and the kubeconfig Secrets of Clusters.
@@ -145,6 +155,9 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 				v.controller.StatusChanged(changes)
 			}
 		},
+		// Every source read for a copy is checked against the export rule,
+		// whatever the view handed over.
+		Sources:               engine.UpstreamSources{Client: kube, Guard: v.exports.Guard},
 		Workers:               o.CopyWorkers,
 		AgentNamespace:        o.AgentNamespace,
 		RequireServiceAccount: o.RequireServiceAccount,
@@ -166,6 +179,8 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		ConfigMaps:     configMaps.Lister(),
 		AgentNamespace: o.AgentNamespace,
 		Reports:        v.reports,
+		Exports:        v.exports,
+		SecretTypes:    exportpolicy.NewSecretTypes(kube.CoreV1().RESTClient()),
 	}
 	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng, copyview.Informers{
 		HelmOps:       fleet.HelmOps().Informer(),

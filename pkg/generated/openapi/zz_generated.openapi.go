@@ -585,10 +585,10 @@ func schema_pkg_apis_courier_v1alpha1_DownstreamCopyStatus(ref common.ReferenceC
 				Properties: map[string]spec.Schema{
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Phase is where the copy stands: Pending, Synced, SourceMissing, Forbidden, Conflict, Unreachable, Invalid, Deleting or Kept.\n\nPossible enum values:\n - `\"Conflict\"` : an object of the same name that Courier does not own exists downstream.\n - `\"Deleting\"` : the copy is no longer wanted and is being removed.\n - `\"Forbidden\"` : the ServiceAccount may not write the copy.\n - `\"Invalid\"` : the entry cannot be copied (for example an unsupported kind).\n - `\"Kept\"` : the copy is no longer wanted and stays because of keepResources.\n - `\"Pending\"` : the copy is wanted and has not been written yet.\n - `\"SourceMissing\"` : the source does not exist upstream.\n - `\"Synced\"` : the downstream copy matches its source.\n - `\"Unreachable\"` : the downstream cluster cannot be reached.",
+							Description: "Phase is where the copy stands: Pending, Synced, SourceMissing, Forbidden, Conflict, Unreachable, Invalid, Deleting or Kept.\n\nPossible enum values:\n - `\"Conflict\"` : an object of the same name that Courier does not own exists downstream.\n - `\"Deleting\"` : the copy is no longer wanted and is being removed.\n - `\"Denied\"` : the source may never be exported (a Cluster's kubeconfig, a credential Secret type, or annotated courier.dev/export: \"false\"); nothing is written, and a copy made before is removed unless keepResources.\n - `\"Forbidden\"` : the ServiceAccount may not write the copy.\n - `\"Invalid\"` : the entry cannot be copied (for example an unsupported kind).\n - `\"Kept\"` : the copy is no longer wanted and stays because of keepResources.\n - `\"Pending\"` : the copy is wanted and has not been written yet.\n - `\"SourceMissing\"` : the source does not exist upstream.\n - `\"Synced\"` : the downstream copy matches its source.\n - `\"Unreachable\"` : the downstream cluster cannot be reached.",
 							Type:        []string{"string"},
 							Format:      "",
-							Enum:        []interface{}{"Conflict", "Deleting", "Forbidden", "Invalid", "Kept", "Pending", "SourceMissing", "Synced", "Unreachable"},
+							Enum:        []interface{}{"Conflict", "Deleting", "Denied", "Forbidden", "Invalid", "Kept", "Pending", "SourceMissing", "Synced", "Unreachable"},
 						},
 					},
 					"syncedResourceVersion": {

@@ -29,6 +29,10 @@ const (
 	CopyPhaseDeleting CopyPhase = "Deleting"
 	// CopyPhaseKept: the copy is no longer wanted and stays because of keepResources.
 	CopyPhaseKept CopyPhase = "Kept"
+	// CopyPhaseDenied: the source may never be exported (a Cluster's kubeconfig, a credential
+	// Secret type, or annotated courier.dev/export: "false"); nothing is written, and a copy
+	// made before is removed unless keepResources.
+	CopyPhaseDenied CopyPhase = "Denied"
 )
 
 // ConditionReady is the condition type that summarises a row.

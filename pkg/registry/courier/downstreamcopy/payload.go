@@ -47,6 +47,9 @@ type PayloadREST struct {
 	sources    Sources
 	agents     AgentChecker
 	upstreamID string
+	// exports refuses a source that may never be exported
+	// (exportpolicy.Policy.Guard); nil refuses none.
+	exports func(runtime.Object) error
 }
 
 var (
@@ -58,9 +61,11 @@ var (
 
 // NewPayloadREST returns the payload subresource over the rows in store.
 // upstreamID goes into the owner label and courier.dev/upstream annotation
-// of every payload, as on every copy Courier writes.
-func NewPayloadREST(store *memstore.Store[*courier.DownstreamCopy], sources Sources, agents AgentChecker, upstreamID string) *PayloadREST {
-	return &PayloadREST{rows: store, sources: sources, agents: agents, upstreamID: upstreamID}
+// of every payload, as on every copy Courier writes. exports is asked
+// about every source read (exportpolicy.Policy.Guard); nil asks nothing.
+func NewPayloadREST(store *memstore.Store[*courier.DownstreamCopy], sources Sources, agents AgentChecker, upstreamID string,
+	exports func(runtime.Object) error) *PayloadREST {
+	return &PayloadREST{rows: store, sources: sources, agents: agents, upstreamID: upstreamID, exports: exports}
 }
 
 var payloadResource = courier.Resource("downstreamcopies")
@@ -114,22 +119,35 @@ func (r *PayloadREST) Get(ctx context.Context, name string, _ *metav1.GetOptions
 		if err != nil {
 			return nil, sourceError(row, err)
 		}
+		if err := r.guard(s); err != nil {
+			return nil, err
+		}
 		return copyspec.Secret(s, row.Spec.Target.Namespace, owner), nil
 	case "ConfigMap":
 		cm, err := r.sources.ConfigMap(ctx, ns, src.Name)
 		if err != nil {
 			return nil, sourceError(row, err)
 		}
+		if err := r.guard(cm); err != nil {
+			return nil, err
+		}
 		return copyspec.ConfigMap(cm, row.Spec.Target.Namespace, owner), nil
 	}
 	return nil, noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf("kind %q cannot be copied", src.Kind))
 }
 
-// copyable refuses rows that have nothing to write: Invalid (not a Secret or
-// ConfigMap, or no name), SourceMissing, and copies no HelmOp wants any
-// more (Deleting, Kept). Every other phase -- Pending, Synced, Forbidden,
-// Conflict, Unreachable -- describes a copy that should exist downstream.
+// copyable refuses rows that have nothing to write: rows whose copy is not
+// delivered (courier.LabelDeliver: copies no HelmOp wants any more, and
+// sources that may never be exported), Invalid (not a Secret or
+// ConfigMap, or no name), and SourceMissing. Every other phase -- Pending,
+// Synced, Forbidden, Conflict, Unreachable -- describes a copy that should
+// exist downstream. Whatever the row says, the source read is checked
+// again (ClientSources.Guard).
 func copyable(row *courier.DownstreamCopy) error {
+	if !courier.Delivered(row.Labels) {
+		return noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf(
+			"its copy is not delivered (%s=false, phase %s): %s", courier.LabelDeliver, row.Status.Phase, row.Status.Message))
+	}
 	switch row.Status.Phase {
 	case courier.CopyPhaseSourceMissing:
 		return noPayload(http.StatusNotFound, metav1.StatusReasonNotFound, row, fmt.Sprintf(
@@ -137,6 +155,19 @@ func copyable(row *courier.DownstreamCopy) error {
 	case courier.CopyPhaseInvalid, courier.CopyPhaseDeleting, courier.CopyPhaseKept:
 		return noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf(
 			"its phase is %s: %s", row.Status.Phase, row.Status.Message))
+	}
+	return nil
+}
+
+// guard refuses a source that may never be exported, whatever its row
+// says (a row computed before an annotation was added): 403, with the
+// rule's message and never the data.
+func (r *PayloadREST) guard(obj runtime.Object) error {
+	if r.exports == nil {
+		return nil
+	}
+	if err := r.exports(obj); err != nil {
+		return apierrors.NewForbidden(payloadResource, "", err)
 	}
 	return nil
 }

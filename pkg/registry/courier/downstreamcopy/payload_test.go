@@ -14,6 +14,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -116,8 +117,36 @@ func newPayloadREST(t *testing.T, sources Sources) *PayloadREST {
 		payloadRow("old.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseDeleting, false),
 		payloadRow("kept.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseKept, true),
 		payloadRow("app.edge2.secret.s", "edge2", "Secret", "s", courier.CopyPhaseSynced, false),
+		deniedRow(payloadRow("denied.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseDenied, false)),
 	})
-	return NewPayloadREST(store, sources, fakeAgents{}, upstream)
+	return NewPayloadREST(store, sources, fakeAgents{}, upstream, guard)
+}
+
+// deniedRow labels a row as the view labels a row whose copy is not
+// delivered.
+func deniedRow(r *courier.DownstreamCopy) *courier.DownstreamCopy {
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	r.Labels[courier.LabelDeliver] = "false"
+	return r
+}
+
+// guard denies the source annotated as the export rule's opt-out, as
+// exportpolicy.Policy.Guard does.
+func guard(obj runtime.Object) error {
+	if m, ok := obj.(metav1.Object); ok && m.GetAnnotations()["courier.dev/export"] == "false" {
+		return errors.New("Secret fleet-default/s is never exported: it is annotated courier.dev/export: \"false\"")
+	}
+	return nil
+}
+
+// optedOutSources are defaultSources with the Secret annotated as never
+// exported since its row was computed.
+func optedOutSources() fakeSources {
+	s := sourceSecret()
+	s.Annotations = map[string]string{"courier.dev/export": "false"}
+	return fakeSources{objects: map[string]any{"Secret/fleet-default/s": s}}
 }
 
 func defaultSources() fakeSources {
@@ -209,7 +238,7 @@ func TestPayloadPhases(t *testing.T) {
 	for _, phase := range []courier.CopyPhase{courier.CopyPhasePending, courier.CopyPhaseSynced, courier.CopyPhaseForbidden, courier.CopyPhaseConflict, courier.CopyPhaseUnreachable} {
 		store := memstore.New[*courier.DownstreamCopy]()
 		store.Replace([]*courier.DownstreamCopy{payloadRow("app.edge1.secret.s", "edge1", "Secret", "s", phase, false)})
-		if _, err := NewPayloadREST(store, defaultSources(), fakeAgents{}, upstream).Get(asUser("agent-edge1"), "app.edge1.secret.s", nil); err != nil {
+		if _, err := NewPayloadREST(store, defaultSources(), fakeAgents{}, upstream, nil).Get(asUser("agent-edge1"), "app.edge1.secret.s", nil); err != nil {
 			t.Errorf("phase %s: %v", phase, err)
 		}
 	}
@@ -234,6 +263,10 @@ func TestPayloadErrors(t *testing.T) {
 			`"app.edge1.deployment.d" has no payload: its phase is Invalid: message of app.edge1.deployment.d`},
 		{"Deleting", "agent-edge1", "old.edge1.secret.s", nil, http.StatusConflict, "its phase is Deleting"},
 		{"Kept", "agent-edge1", "kept.edge1.secret.s", nil, http.StatusConflict, "its phase is Kept"},
+		{"not delivered (Denied)", "agent-edge1", "denied.edge1.secret.s", nil, http.StatusConflict,
+			"its copy is not delivered (courier.dev/deliver=false, phase Denied): message of denied.edge1.secret.s"},
+		{"source denied since the row was computed", "agent-edge1", "app.edge1.secret.s", optedOutSources(), http.StatusForbidden,
+			`Secret fleet-default/s is never exported: it is annotated courier.dev/export: "false"`},
 		{"source deleted since the row was computed", "agent-edge1", "app.edge1.secret.gone", nil, http.StatusNotFound,
 			"its source Secret fleet-default/gone does not exist"},
 		{"upstream read fails", "agent-edge1", "app.edge1.secret.s", fakeSources{err: errors.New("connection refused")}, http.StatusInternalServerError,
