@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -84,7 +85,48 @@ type views struct {
 	reportInformer cache.SharedIndexInformer
 }
 
+// newViews builds every replica's part: the upstream informers, the export
+// rule, the copy engine, the agents' reports, the view controller and the
+// field copies. Each step is a function of its own below, in the order the
+// later ones need the earlier.
 func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error) {
+	v, err := newInformers(config)
+	if err != nil {
+		return nil, err
+	}
+	fleet := v.fleetInformers.Fleet().V1alpha1()
+	if v.agents, err = agentauth.NewClusterIndex(fleet.Clusters().Informer()); err != nil {
+		return nil, err
+	}
+	kubeconfigClusters, err := exportpolicy.NewInformerClusters(fleet.Clusters().Informer())
+	if err != nil {
+		return nil, err
+	}
+	v.exports = exportpolicy.New(o.DenySensitiveExports, kubeconfigClusters)
+	sources, err := v.watchSources()
+	if err != nil {
+		return nil, err
+	}
+	if err := v.newEngine(config, upstreamID, o, sources); err != nil {
+		return nil, err
+	}
+	if err := v.newReports(config, v.upstream, o.AgentReportNamespace); err != nil {
+		return nil, err
+	}
+	if err := v.newController(o, sources); err != nil {
+		return nil, err
+	}
+	// Field copies watch Secrets and ConfigMaps through the same metadata
+	// informers, whether as targets or as sources.
+	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect, sources.shared()); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// newInformers makes the upstream clients, the informer factories, the
+// event broadcaster and the two view stores; nothing is watched yet.
+func newInformers(config *rest.Config) (*views, error) {
 	fleetClient, err := fleetclient.NewForConfig(config)
 	if err != nil {
 		return nil, err
@@ -97,41 +139,63 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if err != nil {
 		return nil, err
 	}
-	v := &views{
+	return &views{
 		fleetInformers:    fleetinformers.NewSharedInformerFactory(fleetClient, informerResync),
 		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
 		events:            record.NewBroadcaster(),
 		downstreamCopies:  memstore.New[*courier.DownstreamCopy](downstreamcopy.WatchIndex()),
 		fieldCopies:       memstore.New[*courier.FieldCopy](),
 		upstream:          kube,
+	}, nil
+}
+
+var (
+	secretsGVR    = corev1.SchemeGroupVersion.WithResource("secrets")
+	configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+)
+
+// sourceInformers are the metadata-only informers of upstream Secrets and
+// ConfigMaps, shared by the view, the downstream cache (kubeconfig
+// Secrets' resourceVersions) and the field copies.
+type sourceInformers struct {
+	secrets, configMaps informers.GenericInformer
+}
+
+// watchSources registers the source informers. Sources are watched as
+// metadata only: Courier never holds the data of Secrets it does not copy.
+// It reads in full only the sources it copies and the kubeconfig Secrets
+// of Clusters.
+func (v *views) watchSources() (sourceInformers, error) {
+	s := sourceInformers{
+		secrets:    v.metadataInformers.ForResource(secretsGVR),
+		configMaps: v.metadataInformers.ForResource(configMapsGVR),
 	}
-	fleet := v.fleetInformers.Fleet().V1alpha1()
-	if v.agents, err = agentauth.NewClusterIndex(fleet.Clusters().Informer()); err != nil {
-		return nil, err
-	}
-	kubeconfigClusters, err := exportpolicy.NewInformerClusters(fleet.Clusters().Informer())
-	if err != nil {
-		return nil, err
-	}
-	v.exports = exportpolicy.New(o.DenySensitiveExports, kubeconfigClusters)
-	// Sources are watched as metadata only: Courier never holds the data of
-	// Secrets it does not copy. It reads in full only the sources it copies
-	// and the kubeconfig Secrets of Clusters.
-	secretsGVR, configMapsGVR := corev1.SchemeGroupVersion.WithResource("secrets"), corev1.SchemeGroupVersion.WithResource("configmaps")
-	secrets := v.metadataInformers.ForResource(secretsGVR)
-	configMaps := v.metadataInformers.ForResource(configMapsGVR)
-	for _, inf := range []cache.SharedIndexInformer{secrets.Informer(), configMaps.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{s.secrets.Informer(), s.configMaps.Informer()} {
 		if err := inf.SetTransform(trimMetadata); err != nil {
-			return nil, err
+			return sourceInformers{}, err
 		}
 	}
+	return s, nil
+}
 
+// shared lists the source informers by resource, for the field copies.
+func (s sourceInformers) shared() map[schema.GroupVersionResource]cache.SharedIndexInformer {
+	return map[schema.GroupVersionResource]cache.SharedIndexInformer{
+		secretsGVR:    s.secrets.Informer(),
+		configMapsGVR: s.configMaps.Informer(),
+	}
+}
+
+// newEngine builds the downstream cache and the copy engine it feeds, and
+// starts sending the engine's Events upstream.
+func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, sources sourceInformers) error {
 	var eng *engine.Engine
 	kubeconfigs, err := kubeconfigReader(config)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	v.downstream = downstream.NewCache(secretSource{lister: secrets.Lister(), kube: kubeconfigs}, downstream.Options{
+	fleet := v.fleetInformers.Fleet().V1alpha1()
+	v.downstream = downstream.NewCache(secretSource{lister: sources.secrets.Lister(), kube: kubeconfigs}, downstream.Options{
 		WatchSelector: func(c *fleetv1alpha1.Cluster) labels.Selector {
 			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
 		},
@@ -145,7 +209,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	})
 	eng = engine.New(engine.Config{
 		UpstreamID: upstreamID,
-		Upstream:   kube,
+		Upstream:   v.upstream,
 		Clusters:   fleet.Clusters().Lister(),
 		HelmOps:    fleet.HelmOps().Lister(),
 		Downstream: v.downstream,
@@ -157,7 +221,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		},
 		// Every source read for a copy is checked against the export rule,
 		// whatever the view handed over.
-		Sources:               engine.UpstreamSources{Client: kube, Guard: v.exports.Guard},
+		Sources:               engine.UpstreamSources{Client: v.upstream, Guard: v.exports.Guard},
 		Workers:               o.CopyWorkers,
 		AgentNamespace:        o.AgentNamespace,
 		RequireServiceAccount: o.RequireServiceAccount,
@@ -166,45 +230,38 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 		Follower: o.LeaderElection.LeaderElect,
 	})
 	v.engine = eng
-	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: v.upstream.CoreV1().Events("")})
+	return nil
+}
 
-	if err := v.newReports(config, kube, o.AgentReportNamespace); err != nil {
-		return nil, err
-	}
+// newController builds the view controller: the rows computed from the
+// upstream inputs, handed to the engine, written to the downstreamcopies
+// store.
+func (v *views) newController(o *Options, sources sourceInformers) error {
+	fleet := v.fleetInformers.Fleet().V1alpha1()
 	inputs := copyview.Inputs{
 		HelmOps:        fleet.HelmOps().Lister(),
 		Clusters:       fleet.Clusters().Lister(),
 		ClusterGroups:  fleet.ClusterGroups().Lister(),
-		Secrets:        secrets.Lister(),
-		ConfigMaps:     configMaps.Lister(),
+		Secrets:        sources.secrets.Lister(),
+		ConfigMaps:     sources.configMaps.Lister(),
 		AgentNamespace: o.AgentNamespace,
 		Reports:        v.reports,
 		Exports:        v.exports,
-		SecretTypes:    exportpolicy.NewSecretTypes(kube.CoreV1().RESTClient()),
+		SecretTypes:    exportpolicy.NewSecretTypes(v.upstream.CoreV1().RESTClient()),
 	}
-	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, eng, copyview.Informers{
+	var err error
+	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, v.engine, copyview.Informers{
 		HelmOps:       fleet.HelmOps().Informer(),
 		Clusters:      fleet.Clusters().Informer(),
 		ClusterGroups: fleet.ClusterGroups().Informer(),
-		Secrets:       secrets.Informer(),
-		ConfigMaps:    configMaps.Informer(),
+		Secrets:       sources.secrets.Informer(),
+		ConfigMaps:    sources.configMaps.Informer(),
 	}, copyview.Events{
 		Recorder: v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
 		Follower: o.LeaderElection.LeaderElect,
 	})
-	if err != nil {
-		return nil, err
-	}
-	// Field copies watch Secrets and ConfigMaps through the same metadata
-	// informers, whether as targets or as sources.
-	shared := map[schema.GroupVersionResource]cache.SharedIndexInformer{
-		secretsGVR:    secrets.Informer(),
-		configMapsGVR: configMaps.Informer(),
-	}
-	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect, shared); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return err
 }
 
 // start starts what every replica runs: the informers and the view
