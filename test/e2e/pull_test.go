@@ -17,6 +17,7 @@ import (
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/test/localenv"
 )
 
@@ -62,6 +63,8 @@ func TestPullCopies(t *testing.T) {
 	})
 	t.Run("untargeted is removed", func(t *testing.T) { pullUntargeted(t, w) })
 	t.Run("a ServiceAccount without rights is Forbidden, then copies once granted", func(t *testing.T) { pullServiceAccount(t, w, agent) })
+	t.Run("a source deleted and created again reaches the cluster", func(t *testing.T) { pullRecreated(t, w) })
+	t.Run("a denied source is not pulled, an opted-out one is removed", func(t *testing.T) { pullDenied(t, w) })
 	t.Run("HelmOp deleted is removed, keepResources kept", func(t *testing.T) { pullDeleted(t, w, dest) })
 	t.Run("the canary is nowhere but in the copy", func(t *testing.T) { pullCanary(t, w, agent, canary) })
 }
@@ -255,4 +258,47 @@ func pullCanary(t *testing.T, w *workspace, agent *localenv.Agent, canary string
 			}
 		}
 	}
+}
+
+// pullRecreated is the loop that deciding from a displayed phase invites
+// (issue 25): the source of a pulled Cluster's copy is deleted (its row
+// SourceMissing, the copy stays) and created again with a new value; the
+// new value must reach the cluster and the row turn Synced within 60 s.
+func pullRecreated(t *testing.T, w *workspace) {
+	const dest = "pull-phoenix"
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "phoenix"}, StringData: map[string]string{"k": "first"}})
+	w.apply(helmOp("phoenix", fleet.BundleDeploymentOptions{DefaultNamespace: dest, DownstreamResources: resources("Secret/phoenix")}))
+	waitSecret(t, pulled, dest, "phoenix", 30*time.Second, "copied", secretData("k", "first"))
+	byOp := metav1.ListOptions{FieldSelector: "spec.helmOp=phoenix"}
+	w.waitRows(byOp, "edge/Secret/phoenix@"+dest+"=Synced")
+	if err := w.c.kube.CoreV1().Secrets(w.ns).Delete(context.Background(), "phoenix", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitRows(byOp, "edge/Secret/phoenix@"+dest+"=SourceMissing")
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "phoenix"}, StringData: map[string]string{"k": "second"}})
+	waitSecret(t, pulled, dest, "phoenix", 60*time.Second, "the re-created source's value copied", secretData("k", "second"))
+	w.waitRows(byOp, "edge/Secret/phoenix@"+dest+"=Synced")
+}
+
+// pullDenied is the export rule (DESIGN §3 rule 13) for a pulled Cluster:
+// a Helm release Secret is never pulled (the ordinary Secret beside it
+// is, the positive control), and a copied Secret annotated
+// courier.dev/export: "false" afterwards is removed by the agent.
+func pullDenied(t *testing.T, w *workspace) {
+	const dest = "pull-guarded"
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, StringData: map[string]string{"k": "v"}})
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v1"}, Type: "helm.sh/release.v1",
+		StringData: map[string]string{"release": "state"}})
+	w.apply(helmOp("guarded", fleet.BundleDeploymentOptions{DefaultNamespace: dest,
+		DownstreamResources: resources("Secret/plain", "Secret/sh.helm.release.v1.web.v1")}))
+	byOp := metav1.ListOptions{FieldSelector: "spec.helmOp=guarded"}
+	w.waitRows(byOp, "edge/Secret/plain@"+dest+"=Synced", "edge/Secret/sh.helm.release.v1.web.v1@"+dest+"=Denied")
+	waitSecret(t, pulled, dest, "plain", 10*time.Second, "the ordinary Secret pulled", secretData("k", "v"))
+	if _, err := downstream(t, pulled).CoreV1().Secrets(dest).Get(context.Background(), "sh.helm.release.v1.web.v1", metav1.GetOptions{}); err == nil {
+		t.Error("the Helm release Secret was pulled")
+	}
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Annotations: map[string]string{exportpolicy.AnnotationExport: "false"}},
+		StringData: map[string]string{"k": "v"}})
+	waitSecret(t, pulled, dest, "plain", 30*time.Second, "removed once opted out", absentSecret)
+	w.waitRows(byOp, "edge/Secret/plain@"+dest+"=Denied", "edge/Secret/sh.helm.release.v1.web.v1@"+dest+"=Denied")
 }
