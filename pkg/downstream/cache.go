@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,11 +22,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
-
-	"sigs.k8s.io/yaml"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
@@ -96,15 +91,6 @@ const (
 	QPS   = 20
 	Burst = 30
 )
-
-// KubeconfigError says why a cluster has no client. Msg is meant for a status row and never
-// contains the kubeconfig's content.
-type KubeconfigError struct {
-	Cluster string // "<namespace>/<name>" of the Cluster
-	Msg     string
-}
-
-func (e *KubeconfigError) Error() string { return e.Msg }
 
 // Client is the client of one downstream cluster.
 type Client struct {
@@ -267,37 +253,6 @@ func (c *Cache) set(e *entry, ref, seenRV, builtRV string, cl *Client, err error
 		c.stopClient(e.client)
 	}
 	e.have, e.ref, e.seenRV, e.builtRV, e.client, e.err = true, ref, seenRV, builtRV, cl, err
-}
-
-func (c *Cache) build(cluster *fleet.Cluster, ref string, s *corev1.Secret) (*Client, error) {
-	key := cluster.Namespace + "/" + cluster.Name
-	data, ok := s.Data[KubeconfigKey]
-	if !ok {
-		return nil, kerr(key, "kubeconfig Secret %s has no key %q", ref, KubeconfigKey)
-	}
-	invalid := func(err error) error {
-		return kerr(key, "kubeconfig in Secret %s is invalid: %s", ref, redact(err.Error(), data))
-	}
-	// Check before building: building already reads the files a kubeconfig
-	// names.
-	raw, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	if field := unsafeField(raw); field != "" {
-		return nil, kerr(key, "kubeconfig in Secret %s is refused: it uses %s, which would make Courier run a command or read a file of its own; embed the credentials instead", ref, field)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	setLimits(cfg, c.o)
-	if c.o.NewConfig != nil {
-		if cfg, err = c.o.NewConfig(cfg); err != nil {
-			return nil, invalid(err)
-		}
-	}
-	return newClient(cluster, cfg, c.o, invalid, &c.sets)
 }
 
 // setLimits sets what bounds every request to one cluster: o's Timeout
@@ -484,183 +439,4 @@ func (c *Cache) kill(e *entry) {
 		e.client = nil
 	}
 	<-e.sem
-}
-
-// The namespaces, besides the Cluster's own, that a kubeconfig Secret may be
-// read from (DESIGN §2; Fleet v0.16, rancher/fleet#5224).
-var kubeconfigNamespaces = []string{"fleet-local", "fleet-default", "cattle-fleet-system", "cattle-fleet-clusters-system"}
-
-const kubeconfigNamespacePrefix = "cluster-"
-
-// KubeconfigNamespaceAllowed reports whether a Cluster in clusterNamespace
-// may name a kubeconfig Secret in namespace.
-func KubeconfigNamespaceAllowed(namespace, clusterNamespace string) bool {
-	if namespace == clusterNamespace || strings.HasPrefix(namespace, kubeconfigNamespacePrefix) {
-		return true
-	}
-	for _, n := range kubeconfigNamespaces {
-		if namespace == n {
-			return true
-		}
-	}
-	return false
-}
-
-func kerr(cluster, format string, args ...any) error {
-	return &KubeconfigError{Cluster: cluster, Msg: fmt.Sprintf(format, args...)}
-}
-
-// redact replaces in msg every word of the kubeconfig data that is not a key, so that an
-// error quoting a token, a password or a server URL does not carry it into a status row.
-// Words are split at whitespace and YAML/JSON punctuation; words shorter than 3 are kept.
-// The words are those of the data as written and, since a message quotes what the parser
-// made of them, the names of its YAML anchors and aliases ("*tok-..." is quoted
-// "tok-...") and, when it parses, the words of its string values as decoded ("tok\x2d..."
-// is quoted "tok-...").
-//
-// The words of the parsers' own messages (parserVocabulary) are kept, or they would be
-// hidden whenever the data happens to hold them too: "{{{ this: is [not yaml" made
-// "yaml: did not find expected ',' or '}'" read "<redacted>: did <redacted> find expected
-// ',' or '}'". Keeping them is no leak. A word of the data is only ever shown when it is
-// one of a fixed list of common English words and parser terms, published here; a token,
-// a password, a certificate or a server URL that is nothing but such a word ("expected",
-// "mapping") is no credible secret, and a reader cannot tell it from the parser's own use
-// of the word. Any other word is redacted, also one that merely contains a vocabulary word
-// ("notyaml-s3cr3t"), and the replacement is by substring, so a secret is hidden wherever
-// the message quotes it.
-func redact(msg string, data []byte) string {
-	seen := map[string]bool{}
-	var words []string
-	add := func(w string) {
-		if len(w) >= 3 && !seen[w] && !parserVocabulary[w] && strings.Contains(msg, w) {
-			seen[w] = true
-			words = append(words, w)
-		}
-	}
-	eachWord(string(data), true, func(w string) {
-		add(w)
-		if w[0] == '&' || w[0] == '*' {
-			add(anchorName(w[1:]))
-		}
-	})
-	var v any
-	if yaml.Unmarshal(data, &v) == nil {
-		eachString(v, func(s string) { eachWord(s, false, add) })
-	}
-	sort.Slice(words, func(a, b int) bool { return len(words[a]) > len(words[b]) })
-	pairs := make([]string, 0, 2*len(words))
-	for _, w := range words {
-		pairs = append(pairs, w, "<redacted>")
-	}
-	return strings.NewReplacer(pairs...).Replace(msg)
-}
-
-// eachWord calls f with each word of s, split at whitespace and YAML/JSON punctuation;
-// with skipKeys, not with a word followed by ':' and a blank (or the end), a mapping key.
-func eachWord(s string, skipKeys bool, f func(string)) {
-	isSep := func(b byte) bool { return strings.IndexByte(" \t\r\n:,[]{}\"'", b) >= 0 }
-	for i := 0; i < len(s); {
-		j := i
-		for j < len(s) && !isSep(s[j]) {
-			j++
-		}
-		if j == i {
-			i++
-			continue
-		}
-		w, k := s[i:j], j
-		if k < len(s) && (s[k] == '"' || s[k] == '\'') {
-			k++
-		}
-		isKey := k < len(s) && s[k] == ':' && (k > j || k+1 == len(s) || strings.IndexByte(" \t\r\n", s[k+1]) >= 0)
-		if !skipKeys || !isKey {
-			f(w)
-		}
-		i = j
-	}
-}
-
-// anchorName is the name the YAML parser reads after '&' or '*': letters, digits, '_' and
-// '-' (go.yaml.in/yaml/v2's is_alpha).
-func anchorName(s string) string {
-	n := 0
-	for n < len(s) && (s[n] >= '0' && s[n] <= '9' || s[n] >= 'A' && s[n] <= 'Z' || s[n] >= 'a' && s[n] <= 'z' || s[n] == '_' || s[n] == '-') {
-		n++
-	}
-	return s[:n]
-}
-
-// eachString calls f with each string value in v, decoded YAML or JSON; map keys are
-// left out, as eachWord leaves out keys.
-func eachString(v any, f func(string)) {
-	switch v := v.(type) {
-	case string:
-		f(v)
-	case []any:
-		for _, e := range v {
-			eachString(e, f)
-		}
-	case map[string]any:
-		for _, e := range v {
-			eachString(e, f)
-		}
-	}
-}
-
-// parserVocabulary are the words (of 3 characters or more, as redact splits them) of the
-// messages that reading a kubeconfig can fail with: go.yaml.in/yaml/v2's scanner, parser
-// and decoder (through sigs.k8s.io/yaml), encoding/json's syntax and type errors,
-// apimachinery's decoder and clientcmd's validation. They say what is wrong, never what
-// the data holds, and redact never hides them. Only whole words count: the list is not a
-// pattern, and a word of the data that is not exactly one of these is redacted.
-var parserVocabulary = func() map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(`
-		yaml YAML %YAML %TAG TAG json JSON line column
-		did not could find found expected unexpected the that this cannot start any token
-		mapping mappings values value keys key are allowed context block sequence entries
-		entry collection node content document stream end indicator directive name names tag
-		handle URI escape escaped octet version number whitespace break comment alphabetic
-		numeric digit hexdecimal character characters while parsing scanning scalar plain
-		quoted single-quoted double-quoted literal folded flow simple complex alias anchor
-		tab violates indentation where space leading trailing incorrect invalid Unicode code
-		duplicate extremely long incompatible undefined unknown non-alphabetical control
-		surrogate area low incomplete UTF-8 UTF-16 pair length increasing level next for
-		referenced contains itself excessive aliasing exceeded max depth !!binary binary
-		base64 data input error converting decoding unmarshaling marshaling into unmarshal
-		Go struct field type looking beginning object array element string true false null
-		expecting after pair couldn get version/kind parse registered scheme kind
-		invalid configuration provided try setting KUBERNETES_MASTER environment variable
-		was specified cluster has server defined host must URL port
-	`) {
-		m[w] = true
-	}
-	return m
-}()
-
-// unsafeField names the first part of a kubeconfig that would act inside
-// Courier's own process: an exec or auth-provider plugin runs a command
-// there, and a file path reads Courier's files (its own ServiceAccount token,
-// say) and sends them to whatever server the kubeconfig names. Anyone who
-// may write a Cluster's kubeconfig Secret could otherwise take over Courier.
-// Every user and cluster entry is checked, not only the current context's.
-func unsafeField(cfg *clientcmdapi.Config) string {
-	for _, u := range cfg.AuthInfos {
-		switch {
-		case u.Exec != nil:
-			return "an exec credential plugin"
-		case u.AuthProvider != nil:
-			return "an auth-provider plugin"
-		case u.TokenFile != "":
-			return "tokenFile"
-		case u.ClientCertificate != "" || u.ClientKey != "":
-			return "client-certificate or client-key file paths"
-		}
-	}
-	for _, c := range cfg.Clusters {
-		if c.CertificateAuthority != "" {
-			return "a certificate-authority file path"
-		}
-	}
-	return ""
 }
