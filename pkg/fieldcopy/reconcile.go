@@ -169,92 +169,17 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 // plan computes every rule onto wanted (a copy of obj) and returns the
 // outcomes, the sources read, and when to look again without an event.
 func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
-	var (
-		outcomes []*outcome
-		sources  []objectKey
-		again    retry
-	)
+	var p planned
 	for _, r := range parsed {
 		o := &outcome{rule: r}
-		outcomes = append(outcomes, o)
-		if r.Err != nil {
-			o.fail(courier.FieldCopyPhaseInvalid, "%s: %v", r.Origin, r.Err)
-			continue
-		}
-		var value any
-		if r.Value.Literal != nil {
-			o.literal = true
-			if err := utiljson.Unmarshal(r.Value.Literal, &value); err != nil {
-				o.fail(courier.FieldCopyPhaseInvalid, "%s: the JSON literal does not decode: %v", r.Origin, err)
-				continue
-			}
-		} else {
-			s := r.Value.Source
-			o.source = &courier.FieldCopySource{Resource: s.Resource, Namespace: s.Namespace, Name: s.Name, Path: s.Path.String()}
-			res, err := c.cfg.Resolver.Resolve(s.Resource)
-			if err != nil {
-				// The resource may be a CRD not installed yet: look again.
-				o.fail(courier.FieldCopyPhaseInvalid, "%s: %v", r.Origin, err)
-				again.backoff = true
-				continue
-			}
-			ns, ok := c.sourceNamespace(o, obj.GetNamespace(), s, res)
-			if !ok {
-				continue
-			}
-			o.source.Namespace = ns
-			sk := objectKey{GVR: res.GVR, Namespace: ns, Name: s.Name}
-			sources = append(sources, sk)
-			inf, synced := c.sourceInformer(res.GVR, ns)
-			if !synced {
-				o.fail(courier.FieldCopyPhasePending, "waiting for Courier's watch on %s to sync", res.GVR.Resource)
-				again.after = syncWait
-				continue
-			}
-			// The watch holds metadata: it says whether the source exists
-			// and which version it is; the content is read only now that
-			// a rule names it.
-			rv, exists := watched(inf, ns, s.Name)
-			var src *unstructured.Unstructured
-			if exists {
-				src, err = c.readSource(ctx, sk, rv)
-			}
-			switch {
-			case !exists || apierrors.IsNotFound(err):
-				c.forgetSource(sk)
-				o.fail(courier.FieldCopyPhaseSourceMissing, "%s %s does not exist", s.Resource, storeKey(ns, s.Name))
-				continue
-			case err != nil:
-				o.fail(courier.FieldCopyPhasePending, "reading %s %s failed, retrying: %s", s.Resource, storeKey(ns, s.Name), writeError(err))
-				again.backoff = true
-				continue
-			}
-			v, found, err := get(src.Object, s.Path)
-			switch {
-			case err != nil:
-				o.fail(courier.FieldCopyPhaseSourceMissing, "path %s cannot be read in %s %s: %v", s.Path, s.Resource, storeKey(ns, s.Name), err)
-				continue
-			case !found:
-				o.fail(courier.FieldCopyPhaseSourceMissing, "path %s does not exist in %s %s", s.Path, s.Resource, storeKey(ns, s.Name))
-				continue
-			}
-			value = v
-		}
-		if r.Mode == courier.FieldCopyModeMerge {
-			cur, _, err := get(wanted.Object, r.Destination)
-			if err != nil {
-				o.fail(courier.FieldCopyPhaseInvalid, "destination %s cannot be merged into: %v", r.Destination, err)
-				continue
-			}
-			value = mergePatch(cur, value)
-		}
-		if err := set(wanted.Object, r.Destination, value); err != nil {
-			o.fail(courier.FieldCopyPhaseInvalid, "destination %s cannot be written: %v", r.Destination, err)
+		p.outcomes = append(p.outcomes, o)
+		if value, ok := c.ruleValue(ctx, &p, o, obj.GetNamespace()); ok {
+			applyRule(o, wanted, value)
 		}
 	}
 	// Judge each rule only once all are applied, so that the comparison
 	// sees the final object.
-	for _, o := range outcomes {
+	for _, o := range p.outcomes {
 		if o.phase != "" {
 			continue
 		}
@@ -266,7 +191,108 @@ func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstruc
 			o.write = true
 		}
 	}
-	return outcomes, sources, again
+	return p.outcomes, p.sources, p.again
+}
+
+// planned is what plan gathers over one target's rules.
+type planned struct {
+	outcomes []*outcome
+	// sources are the sources the rules name, found or not, so that a
+	// change to any of them brings the target back.
+	sources []objectKey
+	again   retry
+}
+
+// ruleValue is the value rule o.rule puts at its destination: its JSON
+// literal, or the field it names in its source. When there is none, it
+// says why in o and returns false.
+func (c *Controller) ruleValue(ctx context.Context, p *planned, o *outcome, targetNS string) (any, bool) {
+	r := o.rule
+	if r.Err != nil {
+		o.fail(courier.FieldCopyPhaseInvalid, "%s: %v", r.Origin, r.Err)
+		return nil, false
+	}
+	if r.Value.Literal == nil {
+		return c.sourceValue(ctx, p, o, targetNS)
+	}
+	o.literal = true
+	var value any
+	if err := utiljson.Unmarshal(r.Value.Literal, &value); err != nil {
+		o.fail(courier.FieldCopyPhaseInvalid, "%s: the JSON literal does not decode: %v", r.Origin, err)
+		return nil, false
+	}
+	return value, true
+}
+
+// sourceValue reads the field rule o.rule copies from its source. The
+// source's resource must be served and its watch synced; the watch holds
+// metadata only (whether the source exists, at which version) and the
+// content is read only now that a rule names it.
+func (c *Controller) sourceValue(ctx context.Context, p *planned, o *outcome, targetNS string) (any, bool) {
+	r, s := o.rule, o.rule.Value.Source
+	o.source = &courier.FieldCopySource{Resource: s.Resource, Namespace: s.Namespace, Name: s.Name, Path: s.Path.String()}
+	res, err := c.cfg.Resolver.Resolve(s.Resource)
+	if err != nil {
+		// The resource may be a CRD not installed yet: look again.
+		o.fail(courier.FieldCopyPhaseInvalid, "%s: %v", r.Origin, err)
+		p.again.backoff = true
+		return nil, false
+	}
+	ns, ok := c.sourceNamespace(o, targetNS, s, res)
+	if !ok {
+		return nil, false
+	}
+	o.source.Namespace = ns
+	sk := objectKey{GVR: res.GVR, Namespace: ns, Name: s.Name}
+	p.sources = append(p.sources, sk)
+	inf, synced := c.sourceInformer(res.GVR, ns)
+	if !synced {
+		o.fail(courier.FieldCopyPhasePending, "waiting for Courier's watch on %s to sync", res.GVR.Resource)
+		p.again.after = syncWait
+		return nil, false
+	}
+	rv, exists := watched(inf, ns, s.Name)
+	var src *unstructured.Unstructured
+	if exists {
+		src, err = c.readSource(ctx, sk, rv)
+	}
+	switch {
+	case !exists || apierrors.IsNotFound(err):
+		c.forgetSource(sk)
+		o.fail(courier.FieldCopyPhaseSourceMissing, "%s %s does not exist", s.Resource, storeKey(ns, s.Name))
+		return nil, false
+	case err != nil:
+		o.fail(courier.FieldCopyPhasePending, "reading %s %s failed, retrying: %s", s.Resource, storeKey(ns, s.Name), writeError(err))
+		p.again.backoff = true
+		return nil, false
+	}
+	v, found, err := get(src.Object, s.Path)
+	switch {
+	case err != nil:
+		o.fail(courier.FieldCopyPhaseSourceMissing, "path %s cannot be read in %s %s: %v", s.Path, s.Resource, storeKey(ns, s.Name), err)
+		return nil, false
+	case !found:
+		o.fail(courier.FieldCopyPhaseSourceMissing, "path %s does not exist in %s %s", s.Path, s.Resource, storeKey(ns, s.Name))
+		return nil, false
+	}
+	return v, true
+}
+
+// applyRule puts value at o.rule's destination in wanted: merged into
+// what is there (mode merge) or in its place.
+func applyRule(o *outcome, wanted *unstructured.Unstructured, value any) {
+	r := o.rule
+	if r.Mode == courier.FieldCopyModeMerge {
+		cur, _, err := get(wanted.Object, r.Destination)
+		if err != nil {
+			o.fail(courier.FieldCopyPhaseInvalid, "destination %s cannot be merged into: %v", r.Destination, err)
+			return
+		}
+		value = mergePatch(cur, value)
+	}
+	if err := set(wanted.Object, r.Destination, value); err != nil {
+		o.fail(courier.FieldCopyPhaseInvalid, "destination %s cannot be written: %v", r.Destination, err)
+	}
 }
 
 // sourceNamespace decides where the source lives, refusing sources outside
