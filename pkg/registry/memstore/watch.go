@@ -66,6 +66,9 @@ func (s *Store[T]) WatchIndexed(ctx context.Context, namespace, value string, ma
 	return s.watch(ctx, namespace, &value, match, opts, newEmpty)
 }
 
+// watch starts a watcher of namespace ("" for all), filed under *index
+// when index is set: it is handed first what its options ask for
+// (firstEventsLocked), then every change it matches.
 func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, match func(T) bool, opts *metainternalversion.ListOptions, newEmpty func() T) (watch.Interface, error) {
 	if opts == nil {
 		opts = &metainternalversion.ListOptions{}
@@ -78,9 +81,7 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 		}
 		from = rv
 	}
-	sendInitial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-	wantBookmark := sendInitial && opts.AllowWatchBookmarks
-	if wantBookmark && newEmpty == nil {
+	if _, wantBookmark := watchList(opts); wantBookmark && newEmpty == nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("memstore: watch-list needs a constructor for the bookmark object"))
 	}
 
@@ -96,42 +97,10 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	var pre []pendingEvent[T]
-	switch {
-	case sendInitial, opts.SendInitialEvents == nil && from == 0:
-		if from > s.rv {
-			return nil, apierrors.NewResourceExpired(fmt.Sprintf("resource version %d is newer than the current %d", from, s.rv))
-		}
-		for _, o := range s.currentLocked().items {
-			if w.matches(o) {
-				pre = append(pre, pendingEvent[T]{typ: watch.Added, obj: o})
-			}
-		}
-		if wantBookmark {
-			bm := newEmpty()
-			bm.SetResourceVersion(formatRV(s.rv))
-			if err := apistorage.AnnotateInitialEventsEndBookmark(bm); err != nil {
-				return nil, apierrors.NewInternalError(err)
-			}
-			pre = append(pre, pendingEvent[T]{typ: watch.Bookmark, own: bm})
-		}
-	case from == 0:
-		// sendInitialEvents=false with resourceVersion "" or "0": from now.
-	default:
-		if err := s.checkHistoryLocked(from); err != nil {
-			return nil, err
-		}
-		for i := 0; i < s.hlen; i++ {
-			e := s.historyAt(i)
-			if e.rv <= from {
-				continue
-			}
-			if p, ok := w.convert(e); ok {
-				pre = append(pre, p)
-			}
-		}
+	pre, err := s.firstEventsLocked(w, opts, from, newEmpty)
+	if err != nil {
+		return nil, err
 	}
-
 	w.initial = len(pre)
 	if s.bufferSize > 0 {
 		// A fixed limit: the channel holds everything that may wait, as
@@ -146,6 +115,67 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 	s.addWatcherLocked(w)
 	go w.run(ctx.Done())
 	return w, nil
+}
+
+// watchList reads a watch-list request from opts: whether the current
+// objects are sent first, and whether a bookmark then says they all were.
+func watchList(opts *metainternalversion.ListOptions) (sendInitial, wantBookmark bool) {
+	sendInitial = opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	return sendInitial, sendInitial && opts.AllowWatchBookmarks
+}
+
+// firstEventsLocked are the events a new watcher w is handed before any
+// change: every current object it matches (a watch from resourceVersion
+// "" or "0", or a watch-list), nothing (sendInitialEvents=false from
+// now), or the history after from (a resumed watch).
+func (s *Store[T]) firstEventsLocked(w *watcher[T], opts *metainternalversion.ListOptions, from uint64, newEmpty func() T) ([]pendingEvent[T], error) {
+	sendInitial, wantBookmark := watchList(opts)
+	switch {
+	case sendInitial, opts.SendInitialEvents == nil && from == 0:
+		if from > s.rv {
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("resource version %d is newer than the current %d", from, s.rv))
+		}
+		return s.currentEventsLocked(w, wantBookmark, newEmpty)
+	case from == 0:
+		// sendInitialEvents=false with resourceVersion "" or "0": from now.
+		return nil, nil
+	default:
+		if err := s.checkHistoryLocked(from); err != nil {
+			return nil, err
+		}
+		var pre []pendingEvent[T]
+		for i := 0; i < s.hlen; i++ {
+			e := s.historyAt(i)
+			if e.rv <= from {
+				continue
+			}
+			if p, ok := w.convert(e); ok {
+				pre = append(pre, p)
+			}
+		}
+		return pre, nil
+	}
+}
+
+// currentEventsLocked is an Added event for every current object w
+// matches and, with wantBookmark, the bookmark that ends a watch-list's
+// initial events.
+func (s *Store[T]) currentEventsLocked(w *watcher[T], wantBookmark bool, newEmpty func() T) ([]pendingEvent[T], error) {
+	var pre []pendingEvent[T]
+	for _, o := range s.currentLocked().items {
+		if w.matches(o) {
+			pre = append(pre, pendingEvent[T]{typ: watch.Added, obj: o})
+		}
+	}
+	if wantBookmark {
+		bm := newEmpty()
+		bm.SetResourceVersion(formatRV(s.rv))
+		if err := apistorage.AnnotateInitialEventsEndBookmark(bm); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		pre = append(pre, pendingEvent[T]{typ: watch.Bookmark, own: bm})
+	}
+	return pre, nil
 }
 
 // emitLocked records e in the history and hands it to every watcher that is
