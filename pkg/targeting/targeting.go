@@ -164,61 +164,8 @@ func Resolve(op *v1alpha1.HelmOp, clusters []*v1alpha1.Cluster, groups []*v1alph
 	if op == nil {
 		return nil, nil
 	}
-	var problems []Problem
-
-	var gs []group
-	for _, g := range groups {
-		if g == nil || g.Namespace != op.Namespace {
-			continue
-		}
-		gr := group{name: g.Name, labels: labels.Set(g.Labels)}
-		if g.Spec.Selector != nil {
-			gr.sel, gr.err = metav1.LabelSelectorAsSelector(g.Spec.Selector)
-		}
-		gs = append(gs, gr)
-	}
-	sort.SliceStable(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
-
-	specs := op.Spec.Targets
-	if len(specs) == 0 {
-		specs = []v1alpha1.BundleTarget{{Name: DefaultTargetName, ClusterGroup: DefaultClusterGroup}}
-	}
-	reported := map[string]bool{}
-	ts := make([]target, 0, len(specs))
-	for i := range specs {
-		spec := &specs[i]
-		t := target{name: spec.Name, spec: spec}
-		if t.name == "" {
-			t.name = fmt.Sprintf("target%03d", i)
-		}
-		parse := func(field string, s *metav1.LabelSelector) labels.Selector {
-			if s == nil {
-				return nil
-			}
-			sel, err := metav1.LabelSelectorAsSelector(s)
-			if err != nil {
-				problems = append(problems, Problem{Target: t.name, Field: field, Err: err})
-				t.never = true
-			}
-			return sel
-		}
-		t.clusterSel = parse("clusterSelector", spec.ClusterSelector)
-		t.groupSel = parse("clusterGroupSelector", spec.ClusterGroupSelector)
-		if spec.ClusterName == "" && spec.ClusterSelector == nil && spec.ClusterGroup == "" && spec.ClusterGroupSelector == nil {
-			problems = append(problems, Problem{Target: t.name, Err: ErrNoCriteria})
-			t.never = true
-		}
-		if !t.never && (spec.ClusterGroup != "" || t.groupSel != nil) {
-			for _, g := range gs {
-				if g.err != nil && !reported[g.name] && t.consults(g) {
-					reported[g.name] = true
-					problems = append(problems, Problem{Target: t.name, Group: g.name, Field: "spec.selector", Err: g.err})
-				}
-			}
-		}
-		ts = append(ts, t)
-	}
-
+	gs := namespaceGroups(op.Namespace, groups)
+	ts, problems := parseTargets(op, gs)
 	var matches []Match
 	for _, c := range clusters {
 		if c == nil || c.Namespace != op.Namespace {
@@ -241,6 +188,80 @@ func Resolve(op *v1alpha1.HelmOp, clusters []*v1alpha1.Cluster, groups []*v1alph
 	}
 	sort.SliceStable(matches, func(i, j int) bool { return matches[i].Cluster.Name < matches[j].Cluster.Name })
 	return matches, problems
+}
+
+// namespaceGroups are the ClusterGroups of namespace, their selectors
+// parsed, sorted by name: a target may only consult its HelmOp's own.
+func namespaceGroups(namespace string, groups []*v1alpha1.ClusterGroup) []group {
+	var gs []group
+	for _, g := range groups {
+		if g == nil || g.Namespace != namespace {
+			continue
+		}
+		gr := group{name: g.Name, labels: labels.Set(g.Labels)}
+		if g.Spec.Selector != nil {
+			gr.sel, gr.err = metav1.LabelSelectorAsSelector(g.Spec.Selector)
+		}
+		gs = append(gs, gr)
+	}
+	sort.SliceStable(gs, func(i, j int) bool { return gs[i].name < gs[j].name })
+	return gs
+}
+
+// parseTargets parses the HelmOp's targets in order (the implicit
+// {clusterGroup: default} when it has none) and lists their problems: a
+// target's invalid selectors or missing criteria, then each invalid
+// ClusterGroup selector it is the first to consult.
+func parseTargets(op *v1alpha1.HelmOp, gs []group) ([]target, []Problem) {
+	specs := op.Spec.Targets
+	if len(specs) == 0 {
+		specs = []v1alpha1.BundleTarget{{Name: DefaultTargetName, ClusterGroup: DefaultClusterGroup}}
+	}
+	var problems []Problem
+	reported := map[string]bool{}
+	ts := make([]target, 0, len(specs))
+	for i := range specs {
+		t, tp := parseTarget(i, &specs[i])
+		problems = append(problems, tp...)
+		if !t.never && (t.spec.ClusterGroup != "" || t.groupSel != nil) {
+			for _, g := range gs {
+				if g.err != nil && !reported[g.name] && t.consults(g) {
+					reported[g.name] = true
+					problems = append(problems, Problem{Target: t.name, Group: g.name, Field: "spec.selector", Err: g.err})
+				}
+			}
+		}
+		ts = append(ts, t)
+	}
+	return ts, problems
+}
+
+// parseTarget parses the i-th target's selectors. A target with an
+// invalid selector or no criteria at all matches nothing, and says why.
+func parseTarget(i int, spec *v1alpha1.BundleTarget) (target, []Problem) {
+	var problems []Problem
+	t := target{name: spec.Name, spec: spec}
+	if t.name == "" {
+		t.name = fmt.Sprintf("target%03d", i)
+	}
+	parse := func(field string, s *metav1.LabelSelector) labels.Selector {
+		if s == nil {
+			return nil
+		}
+		sel, err := metav1.LabelSelectorAsSelector(s)
+		if err != nil {
+			problems = append(problems, Problem{Target: t.name, Field: field, Err: err})
+			t.never = true
+		}
+		return sel
+	}
+	t.clusterSel = parse("clusterSelector", spec.ClusterSelector)
+	t.groupSel = parse("clusterGroupSelector", spec.ClusterGroupSelector)
+	if spec.ClusterName == "" && spec.ClusterSelector == nil && spec.ClusterGroup == "" && spec.ClusterGroupSelector == nil {
+		problems = append(problems, Problem{Target: t.name, Err: ErrNoCriteria})
+		t.never = true
+	}
+	return t, problems
 }
 
 // consults reports whether g passes the target's group criteria, i.e.
