@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // The view at issue 11's scale: 10,000 rows in one workspace, laid out two
@@ -87,7 +88,7 @@ func benchFixture(b *testing.B, l benchLayout) *fixture {
 		b.Fatalf("%d rows, want 10000", len(rows))
 	}
 	for _, r := range rows {
-		f.engine.setStatus(rowKey(r), EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1", Message: "the copy matches its source"})
+		f.engine.setStatus(rowKey(r), copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1", Message: "the copy matches its source"})
 	}
 	f.wholeRecompute()
 	return f
@@ -175,16 +176,16 @@ func BenchmarkStatusChange(b *testing.B) {
 				b.ResetTimer()
 				before, cpu := f.rv(), cpuTime()
 				for i := 0; i < b.N; i++ {
-					st := EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1", Message: "the copy matches its source"}
+					st := copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1", Message: "the copy matches its source"}
 					if i%2 == 0 {
-						st = EngineStatus{Phase: courier.CopyPhaseConflict, Message: fmt.Sprintf("conflict %d", i)}
+						st = copycontract.Status{Phase: courier.CopyPhaseConflict, Message: fmt.Sprintf("conflict %d", i)}
 					}
 					f.engine.setStatus(key, st)
 					if mode == "whole" {
 						f.wholeRecompute()
 						continue
 					}
-					f.c.StatusChanged([]StatusChange{{HelmOp: op, Rows: []string{key}}})
+					f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: op, Rows: []string{key}}})
 					f.drain()
 				}
 				b.StopTimer()

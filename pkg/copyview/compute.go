@@ -26,6 +26,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/targeting"
@@ -75,18 +76,6 @@ type SecretTypes interface {
 type Problem struct {
 	HelmOp types.NamespacedName
 	Err    error
-}
-
-// SupportedKind returns the canonical kind for a listed kind, matched case
-// insensitively (DESIGN §3.1), and false for any other kind.
-func SupportedKind(kind string) (string, bool) {
-	switch strings.ToLower(kind) {
-	case "secret":
-		return "Secret", true
-	case "configmap":
-		return "ConfigMap", true
-	}
-	return "", false
 }
 
 // Compute returns every row of every HelmOp, sorted by namespace and name,
@@ -228,7 +217,7 @@ func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match
 		},
 	}
 	var verdict exportpolicy.Verdict
-	if kind, ok := SupportedKind(res.Kind); ok && res.Name != "" {
+	if kind, ok := copycontract.SupportedKind(res.Kind); ok && res.Name != "" {
 		row.Spec.Source.Kind = kind
 		lister := in.Secrets
 		if kind == "ConfigMap" {
@@ -256,24 +245,12 @@ func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match
 	return row, nil
 }
 
-// Copyable reports whether the copy engine may write a row with this spec:
-// its kind is supported, it names its source, and the source exists (an
-// object read from the API always has a resourceVersion; a missing source
-// has none in the row). The view computes a row's phase before the engine
-// sees it (baseStatus) from the same spec by the same rule, so the engine
-// never decides what to copy from a status field.
-func Copyable(spec courier.DownstreamCopySpec) bool {
-	_, ok := SupportedKind(spec.Source.Kind)
-	return ok && spec.Source.Name != "" && spec.Source.ResourceVersion != "" &&
-		len(validation.IsDNS1123Label(spec.Target.Namespace)) == 0
-}
-
 // baseStatus is a row's status from its spec alone, before anything the
 // engine recorded: Invalid for an unsupported kind, a missing name or a
 // destination namespace no namespace can be named, SourceMissing when the source does not exist, else Pending (Copyable).
 func baseStatus(namespace string, spec courier.DownstreamCopySpec) courier.DownstreamCopyStatus {
 	src := spec.Source
-	kind, ok := SupportedKind(src.Kind)
+	kind, ok := copycontract.SupportedKind(src.Kind)
 	switch {
 	case !ok:
 		return status(courier.CopyPhaseInvalid, fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", src.Kind))

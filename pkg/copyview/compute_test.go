@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 )
 
@@ -279,7 +280,7 @@ func TestInvalidDestinationNamespace(t *testing.T) {
 	} {
 		spec := courier.DownstreamCopySpec{Cluster: "c1", Source: courier.CopySource{Kind: "Secret", Name: "s", ResourceVersion: "1"},
 			Target: courier.CopyTarget{Namespace: ns, Name: "s"}}
-		if got := Copyable(spec); got != want {
+		if got := copycontract.Copyable(spec); got != want {
 			t.Errorf("Copyable with namespace %q = %v, want %v", ns, got, want)
 		}
 		st := baseStatus("ws", spec)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -205,7 +206,7 @@ func (c *Controller) SetLeading(leading bool) {
 // StatusChanged is told what the engine's record changed: the rows named
 // get the engine's status again (nothing else is recomputed), and a HelmOp
 // whose leftover copies changed gets its leftover rows again.
-func (c *Controller) StatusChanged(changes []StatusChange) {
+func (c *Controller) StatusChanged(changes []copycontract.StatusChange) {
 	for _, ch := range changes {
 		c.mu.Lock()
 		w := c.workLocked(ch.HelmOp)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -208,16 +209,16 @@ func TestStatusChangeUpdatesOneRow(t *testing.T) {
 	x, y := "fleet-default/app.c1.secret.creds", "fleet-default/app.c2.configmap.settings"
 	steps := []struct {
 		name      string
-		status    map[string]EngineStatus
+		status    map[string]copycontract.Status
 		told      []string
 		wantRVInc uint64
 		want      []string // watch events
 	}{
-		{name: "one row synced", status: map[string]EngineStatus{x: {Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"}},
+		{name: "one row synced", status: map[string]copycontract.Status{x: {Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"}},
 			told: []string{x}, wantRVInc: 1, want: []string{"MODIFIED app.c1.secret.creds Synced"}},
 		{name: "told again, nothing changed", told: []string{x}},
 		{name: "not this HelmOp's row", told: []string{"fleet-default/web.c1.configmap.settings"}},
-		{name: "another row, right after", status: map[string]EngineStatus{y: {Phase: courier.CopyPhaseConflict, Message: "not ours"}},
+		{name: "another row, right after", status: map[string]copycontract.Status{y: {Phase: courier.CopyPhaseConflict, Message: "not ours"}},
 			told: []string{y}, wantRVInc: 1, want: []string{"MODIFIED app.c2.configmap.settings Conflict"}},
 	}
 	for _, s := range steps {
@@ -225,7 +226,7 @@ func TestStatusChangeUpdatesOneRow(t *testing.T) {
 			f.engine.setStatus(k, st)
 		}
 		before := f.rv()
-		f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: s.told}})
+		f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Rows: s.told}})
 		f.drain()
 		if got := f.rv() - before; got != s.wantRVInc {
 			t.Errorf("%s: %d writes, want %d", s.name, got, s.wantRVInc)
@@ -249,28 +250,28 @@ func TestStatusRefreshEqualsFullSync(t *testing.T) {
 	cases := []struct {
 		name   string
 		row    string
-		status *EngineStatus
+		status *copycontract.Status
 	}{
-		{name: "Synced", row: "app.c1.secret.creds", status: &EngineStatus{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"}},
-		{name: "Forbidden", row: "app.c1.secret.creds", status: &EngineStatus{Phase: courier.CopyPhaseForbidden, Message: "denied"}},
+		{name: "Synced", row: "app.c1.secret.creds", status: &copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"}},
+		{name: "Forbidden", row: "app.c1.secret.creds", status: &copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "denied"}},
 		{name: "status dropped: back to Pending", row: "app.c1.secret.creds"},
-		{name: "source missing, copy made earlier", row: "app.c1.secret.absent", status: &EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "4"}},
-		{name: "Invalid rows keep their phase", row: "app.c1.pod.web", status: &EngineStatus{Phase: courier.CopyPhaseSynced}},
+		{name: "source missing, copy made earlier", row: "app.c1.secret.absent", status: &copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "4"}},
+		{name: "Invalid rows keep their phase", row: "app.c1.pod.web", status: &copycontract.Status{Phase: courier.CopyPhaseSynced}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, helmOp("app", listing("Secret/creds", "Secret/absent", "Pod/web")),
 				cluster("c1", nil), defaultGroup, source("Secret", "creds", "1"))
 			key := "fleet-default/" + tc.row
-			f.engine.setStatus(key, EngineStatus{Phase: courier.CopyPhaseConflict, Message: "before"})
-			f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{key}}})
+			f.engine.setStatus(key, copycontract.Status{Phase: courier.CopyPhaseConflict, Message: "before"})
+			f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Rows: []string{key}}})
 			f.drain()
 			if tc.status != nil {
 				f.engine.setStatus(key, *tc.status)
 			} else {
 				delete(f.engine.statuses, key)
 			}
-			f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{key}}})
+			f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Rows: []string{key}}})
 			f.drain()
 			refreshed := f.row(tc.row)
 			before := f.rv()
@@ -292,30 +293,30 @@ func TestStatusRefreshEqualsFullSync(t *testing.T) {
 func TestLeftoverRows(t *testing.T) {
 	f := newFixture(t, helmOp("app", listing("Secret/creds")), cluster("c1", nil), defaultGroup, source("Secret", "creds", "1"))
 	f.engine.takeCalls()
-	leftover := func(op types.NamespacedName, name, ns string, phase courier.CopyPhase) Leftover {
-		return Leftover{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: name, TargetNamespace: ns, Phase: phase, Message: string(phase)}
+	leftover := func(op types.NamespacedName, name, ns string, phase courier.CopyPhase) copycontract.Leftover {
+		return copycontract.Leftover{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: name, TargetNamespace: ns, Phase: phase, Message: string(phase)}
 	}
 	type step struct {
 		name      string
 		op        types.NamespacedName
-		leftovers []Leftover
+		leftovers []copycontract.Leftover
 		want      []string // watch events
 	}
 	w := f.watch()
 	for _, s := range []step{
 		{name: "a Kept copy, and one where a wanted row is", op: appOp,
-			leftovers: []Leftover{leftover(appOp, "old", "apps", courier.CopyPhaseKept), leftover(appOp, "creds", "old-ns", courier.CopyPhaseDeleting)},
+			leftovers: []copycontract.Leftover{leftover(appOp, "old", "apps", courier.CopyPhaseKept), leftover(appOp, "creds", "old-ns", courier.CopyPhaseDeleting)},
 			want:      []string{"ADDED app.c1.secret.old Kept"}},
 		{name: "a HelmOp that is gone", op: goneOp,
-			leftovers: []Leftover{leftover(goneOp, "creds", "apps", courier.CopyPhaseDeleting)},
+			leftovers: []copycontract.Leftover{leftover(goneOp, "creds", "apps", courier.CopyPhaseDeleting)},
 			want:      []string{"ADDED gone.c1.secret.creds Deleting"}},
 		{name: "its copy removed", op: goneOp, want: []string{"DELETED gone.c1.secret.creds Deleting"}},
 		{name: "the Kept copy removed downstream", op: appOp,
-			leftovers: []Leftover{leftover(appOp, "creds", "old-ns", courier.CopyPhaseDeleting)},
+			leftovers: []copycontract.Leftover{leftover(appOp, "creds", "old-ns", courier.CopyPhaseDeleting)},
 			want:      []string{"DELETED app.c1.secret.old Kept"}},
 	} {
 		f.engine.setLeftovers(s.op, s.leftovers...)
-		f.c.StatusChanged([]StatusChange{{HelmOp: s.op, Leftovers: true}})
+		f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: s.op, Leftovers: true}})
 		f.drain()
 		if got := nextEvents(w); !slices.Equal(got, s.want) {
 			t.Errorf("%s: events %q, want %q", s.name, got, s.want)
@@ -329,7 +330,7 @@ func TestLeftoverRows(t *testing.T) {
 	}
 	// A full sync keeps the leftover rows it did not change.
 	f.engine.setLeftovers(appOp, leftover(appOp, "old", "apps", courier.CopyPhaseKept))
-	f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Leftovers: true}})
+	f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Leftovers: true}})
 	f.drain()
 	nextEvents(w)
 	f.c.enqueue(appOp)
@@ -379,12 +380,12 @@ func TestKeyQueuedAfterItsWorkWasTaken(t *testing.T) {
 	f := newFixture(t, helmOp("app", listing("Secret/creds")), cluster("c1", nil), defaultGroup, source("Secret", "creds", "1"))
 	f.engine.takeCalls()
 	x := "fleet-default/app.c1.secret.creds"
-	f.engine.setStatus(x, EngineStatus{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"})
+	f.engine.setStatus(x, copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "1"})
 
 	// Positive control: told of the change, the view writes the row once
 	// and recomputes nothing.
 	before := f.rv()
-	f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{x}}})
+	f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Rows: []string{x}}})
 	f.drain()
 	if got := f.rv() - before; got != 1 {
 		t.Fatalf("the status change wrote %d rows, want 1", got)
@@ -392,8 +393,8 @@ func TestKeyQueuedAfterItsWorkWasTaken(t *testing.T) {
 
 	// The race: a sync took the work of a second change before its key
 	// was added; the key is processed with nothing recorded.
-	f.engine.setStatus(x, EngineStatus{Phase: courier.CopyPhaseSynced, Message: "copied again", SyncedResourceVersion: "1"})
-	f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{x}}})
+	f.engine.setStatus(x, copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied again", SyncedResourceVersion: "1"})
+	f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Rows: []string{x}}})
 	f.c.refreshRows(appOp, f.c.takeWork(appOp).rows) // the sync that came first
 	before = f.rv()
 	f.drain()

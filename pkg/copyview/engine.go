@@ -7,24 +7,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
-
-// EngineStatus is what the copy engine observed for one row.
-type EngineStatus struct {
-	Phase                 courier.CopyPhase
-	Message               string
-	SyncedResourceVersion string
-	LastSyncTime          *metav1.Time
-}
 
 // Engine is the copy engine as the view sees it: it is told each HelmOp's
 // rows, and reports what happened to each. Defined here, where it is used,
 // so the view does not depend on the engine's implementation.
 //
 // Data flows one way: the engine takes what to copy from the rows' specs
-// (see Copyable), never from their status, and the view learns what the
-// engine did only through Status, Leftovers and the StatusChange
-// notifications the engine sends.
+// (copycontract.Copyable), never from their status, and the view learns what the
+// engine did only through Status, Leftovers and the
+// copycontract.StatusChange notifications the engine sends.
 type Engine interface {
 	// SetDesired replaces what one HelmOp wants copied with its rows (nil
 	// or empty when it has none, or is gone): the rows as the view computed
@@ -43,44 +36,17 @@ type Engine interface {
 	// (a HelmOp not handed over yet would look as if it wanted nothing).
 	DesiredComplete()
 	// Status returns the engine's record for a row ("<namespace>/<name>").
-	Status(rowKey string) (EngineStatus, bool)
+	Status(rowKey string) (copycontract.Status, bool)
 	// Leftovers returns the copies Courier made for one HelmOp (which may
 	// be gone) that no row wants any more and that are still downstream:
 	// kept (keepResources) or not removed yet.
-	Leftovers(helmOp types.NamespacedName) []Leftover
-}
-
-// StatusChange is what changed in the engine's record for one HelmOp, as
-// the engine tells the view (see Controller.StatusChanged).
-type StatusChange struct {
-	HelmOp types.NamespacedName
-	// Rows are the keys ("<namespace>/<name>") of the HelmOp's rows whose
-	// recorded status changed.
-	Rows []string
-	// Leftovers is true when the HelmOp's leftover copies (Kept, Deleting)
-	// changed in some cluster.
-	Leftovers bool
-}
-
-// Leftover is a copy Courier made that no row wants any more, as the
-// engine found it downstream. It becomes a row of phase Kept or Deleting.
-type Leftover struct {
-	HelmOp          types.NamespacedName
-	Cluster         string
-	Kind            string
-	Name            string
-	TargetNamespace string
-	Keep            bool
-	// SyncedResourceVersion is the source version the copy was made from.
-	SyncedResourceVersion string
-	Phase                 courier.CopyPhase // Kept or Deleting
-	Message               string
+	Leftovers(helmOp types.NamespacedName) []copycontract.Leftover
 }
 
 // leftoverRow is the row of a leftover copy: named like the row that
 // wanted it, so a copy that stops being wanted keeps its row (and its
 // Deleting or Kept phase says why) until it is gone.
-func leftoverRow(l Leftover) *courier.DownstreamCopy {
+func leftoverRow(l copycontract.Leftover) *courier.DownstreamCopy {
 	name := RowName(l.HelmOp.Name, l.Cluster, l.Kind, l.Name)
 	row := &courier.DownstreamCopy{
 		ObjectMeta: metav1.ObjectMeta{
@@ -103,7 +69,7 @@ func leftoverRow(l Leftover) *courier.DownstreamCopy {
 }
 
 // withLeftovers adds the leftover copies' rows to rows (see leftoverRows).
-func withLeftovers(rows []*courier.DownstreamCopy, leftovers []Leftover) []*courier.DownstreamCopy {
+func withLeftovers(rows []*courier.DownstreamCopy, leftovers []copycontract.Leftover) []*courier.DownstreamCopy {
 	wanted := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		wanted[rowKey(r)] = true
@@ -115,7 +81,7 @@ func withLeftovers(rows []*courier.DownstreamCopy, leftovers []Leftover) []*cour
 // value in wanted, by row key) wins over a leftover of the same name (a
 // copy left in a previous destination namespace, say), and of two
 // leftovers of one name the first is kept.
-func leftoverRows(wanted map[string]bool, leftovers []Leftover) []*courier.DownstreamCopy {
+func leftoverRows(wanted map[string]bool, leftovers []copycontract.Leftover) []*courier.DownstreamCopy {
 	var rows []*courier.DownstreamCopy
 	seen := map[string]bool{}
 	for _, l := range leftovers {
@@ -132,7 +98,7 @@ func leftoverRows(wanted map[string]bool, leftovers []Leftover) []*courier.Downs
 // engine saw. Invalid rows keep their phase: the engine does not touch
 // them. A SourceMissing row keeps its phase, and says so when a copy made
 // earlier stays downstream.
-func overlay(row *courier.DownstreamCopy, st EngineStatus) {
+func overlay(row *courier.DownstreamCopy, st copycontract.Status) {
 	switch row.Status.Phase {
 	case courier.CopyPhasePending:
 		s := status(st.Phase, st.Message)

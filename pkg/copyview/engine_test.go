@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // Copies no row wants any more are shown as rows of their own, Kept or
@@ -16,7 +17,7 @@ func TestWithLeftovers(t *testing.T) {
 	op := types.NamespacedName{Namespace: "fleet-default", Name: "app"}
 	wanted := &courier.DownstreamCopy{ObjectMeta: metav1.ObjectMeta{Namespace: op.Namespace, Name: RowName("app", "c1", "Secret", "db")},
 		Status: status(courier.CopyPhaseSynced, "the copy matches its source")}
-	leftovers := []Leftover{
+	leftovers := []copycontract.Leftover{
 		{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: "db", TargetNamespace: "old-apps", Phase: courier.CopyPhaseDeleting, Message: "left in the previous namespace"},
 		{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: "kept", TargetNamespace: "apps", Keep: true, SyncedResourceVersion: "7", Phase: courier.CopyPhaseKept, Message: "kept"},
 		{HelmOp: op, Cluster: "c2", Kind: "ConfigMap", Name: "old", TargetNamespace: "apps", Phase: courier.CopyPhaseDeleting, Message: "the leader removes it"},

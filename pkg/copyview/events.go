@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
@@ -49,7 +50,7 @@ func indexListed(obj any) ([]string, error) {
 	seen := map[string]bool{}
 	add := func(list []fleet.DownstreamResource) {
 		for _, r := range list {
-			kind, ok := SupportedKind(r.Kind)
+			kind, ok := copycontract.SupportedKind(r.Kind)
 			if !ok || r.Name == "" {
 				continue
 			}

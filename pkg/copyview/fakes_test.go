@@ -23,6 +23,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -34,14 +35,14 @@ type fakeEngine struct {
 	// refuseUpdates makes UpdateDesired answer false, as an engine that
 	// cannot take a HelmOp's rows one by one.
 	refuseUpdates bool
-	statuses      map[string]EngineStatus
-	leftovers     map[types.NamespacedName][]Leftover
+	statuses      map[string]copycontract.Status
+	leftovers     map[types.NamespacedName][]copycontract.Leftover
 	// desired are the row names each HelmOp was last handed over with.
 	desired map[types.NamespacedName][]string
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{statuses: map[string]EngineStatus{}, leftovers: map[types.NamespacedName][]Leftover{},
+	return &fakeEngine{statuses: map[string]copycontract.Status{}, leftovers: map[types.NamespacedName][]copycontract.Leftover{},
 		desired: map[types.NamespacedName][]string{}}
 }
 
@@ -80,26 +81,26 @@ func (f *fakeEngine) DesiredComplete() {
 	f.calls = append(f.calls, "complete")
 }
 
-func (f *fakeEngine) Status(key string) (EngineStatus, bool) {
+func (f *fakeEngine) Status(key string) (copycontract.Status, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.statuses[key]
 	return s, ok
 }
 
-func (f *fakeEngine) Leftovers(op types.NamespacedName) []Leftover {
+func (f *fakeEngine) Leftovers(op types.NamespacedName) []copycontract.Leftover {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.leftovers[op])
 }
 
-func (f *fakeEngine) setStatus(key string, s EngineStatus) {
+func (f *fakeEngine) setStatus(key string, s copycontract.Status) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statuses[key] = s
 }
 
-func (f *fakeEngine) setLeftovers(op types.NamespacedName, ls ...Leftover) {
+func (f *fakeEngine) setLeftovers(op types.NamespacedName, ls ...copycontract.Leftover) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leftovers[op] = ls

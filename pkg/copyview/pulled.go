@@ -9,6 +9,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // Pulled Clusters (DESIGN §9): a Cluster with the courier.dev/agent-user
@@ -57,12 +58,12 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 
 // rowStatus returns the status to overlay on a computed row: its agent's
 // report for a pulled Cluster's row, the engine's record otherwise.
-func (c *Controller) rowStatus(r *courier.DownstreamCopy) (EngineStatus, bool) {
+func (c *Controller) rowStatus(r *courier.DownstreamCopy) (copycontract.Status, bool) {
 	if user, pulled := c.agentUser(r.Namespace, r.Spec.Cluster); pulled {
 		return c.reportedStatus(r, user), true
 	}
 	if c.engine == nil {
-		return EngineStatus{}, false
+		return copycontract.Status{}, false
 	}
 	return c.engine.Status(rowKey(r))
 }
@@ -70,7 +71,7 @@ func (c *Controller) rowStatus(r *courier.DownstreamCopy) (EngineStatus, bool) {
 // reportedStatus is a pulled Cluster's row's status from its agent's
 // report. While the heartbeat is fresh it makes sure the Cluster's rows
 // are looked at again when it runs out.
-func (c *Controller) reportedStatus(r *courier.DownstreamCopy, user string) EngineStatus {
+func (c *Controller) reportedStatus(r *courier.DownstreamCopy, user string) copycontract.Status {
 	cluster := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster}
 	var rep *agentreport.Report
 	if c.inputs.Reports != nil {
@@ -80,9 +81,9 @@ func (c *Controller) reportedStatus(r *courier.DownstreamCopy, user string) Engi
 		return waiting(user, cluster)
 	}
 	e, reported := rep.Rows[r.Name]
-	var st EngineStatus
+	var st copycontract.Status
 	if reported {
-		st = EngineStatus{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
+		st = copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
 		if e.LastSyncTime != nil {
 			t := *e.LastSyncTime
 			st.LastSyncTime = &t
@@ -102,8 +103,8 @@ func (c *Controller) reportedStatus(r *courier.DownstreamCopy, user string) Engi
 	return st
 }
 
-func waiting(user string, cluster types.NamespacedName) EngineStatus {
-	return EngineStatus{Phase: courier.CopyPhasePending, Message: fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report", user, cluster)}
+func waiting(user string, cluster types.NamespacedName) copycontract.Status {
+	return copycontract.Status{Phase: courier.CopyPhasePending, Message: fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report", user, cluster)}
 }
 
 // scheduleDeadline makes sure a Cluster's rows are re-evaluated at due

@@ -13,6 +13,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -56,8 +57,8 @@ func newPulledFixture(t *testing.T) (*fixture, *fakeReports, *clocktesting.FakeC
 		store: memstore.New[*courier.DownstreamCopy](memstore.WithInitialResourceVersion(1000))}
 	_, f.ctx = ktesting.NewTestContext(t)
 	// The engine's record of a pulled Cluster's row must not show.
-	f.engine.setStatus("fleet-default/app.c1.secret.creds", EngineStatus{Phase: courier.CopyPhaseForbidden, Message: "from the engine"})
-	f.engine.setStatus("fleet-default/app.c2.secret.creds", EngineStatus{Phase: courier.CopyPhaseConflict, Message: "from the engine"})
+	f.engine.setStatus("fleet-default/app.c1.secret.creds", copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "from the engine"})
+	f.engine.setStatus("fleet-default/app.c2.secret.creds", copycontract.Status{Phase: courier.CopyPhaseConflict, Message: "from the engine"})
 	in := f.caches.inputs()
 	in.Reports = reports
 	f.c = newController(in, f.store, f.engine, f.caches.helmOps)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -124,8 +125,8 @@ func TestRun(t *testing.T) {
 	}
 
 	_, rv := store.List("", nil)
-	engine.setStatus("fleet-default/web.c2.configmap.settings", EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "2"})
-	c.StatusChanged([]StatusChange{{HelmOp: webOp, Rows: []string{"fleet-default/web.c2.configmap.settings"}}})
+	engine.setStatus("fleet-default/web.c2.configmap.settings", copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "2"})
+	c.StatusChanged([]copycontract.StatusChange{{HelmOp: webOp, Rows: []string{"fleet-default/web.c2.configmap.settings"}}})
 	waitFor("the row's new status", func() bool {
 		r, ok := store.Get("fleet-default", "web.c2.configmap.settings")
 		return ok && r.Status.Phase == courier.CopyPhaseSynced

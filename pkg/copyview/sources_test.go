@@ -6,6 +6,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // A new version of a source changes only the rows that name it: they get
@@ -45,9 +46,9 @@ func TestSourceChangeUpdatesOnlyItsRows(t *testing.T) {
 			f := newFixture(t, workspaces()...)
 			f.engine.refuseUpdates = tc.refuse
 			for _, c := range []string{"c1", "c2"} {
-				f.engine.setStatus("fleet-default/app."+c+".secret.creds", EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1"})
+				f.engine.setStatus("fleet-default/app."+c+".secret.creds", copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1"})
 			}
-			f.c.StatusChanged([]StatusChange{{HelmOp: appOp, Rows: []string{"fleet-default/app.c1.secret.creds", "fleet-default/app.c2.secret.creds"}}})
+			f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Rows: []string{"fleet-default/app.c1.secret.creds", "fleet-default/app.c2.secret.creds"}}})
 			f.drain()
 			f.engine.takeCalls()
 			settings := f.row("web.c1.configmap.settings").DeepCopy()

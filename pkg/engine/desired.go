@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // The engine's desired state is handed over one HelmOp at a time
@@ -29,7 +29,7 @@ type desiredCopy struct {
 	sourceRV       string
 	// copyable is false for rows the engine must not write (an unsupported
 	// kind, no name) and for sources that do not exist (whose copies stay
-	// where they are). It comes from the row's spec (copyview.Copyable),
+	// where they are). It comes from the row's spec (copycontract.Copyable),
 	// never from its status.
 	copyable bool
 }
@@ -54,7 +54,7 @@ type desiredState struct {
 // leftoverState holds the copies no row wants any more that the last pass
 // over each cluster found, by HelmOp and by cluster. Guarded by Engine.mu.
 type leftoverState struct {
-	byOp      map[types.NamespacedName]map[string][]copyview.Leftover // sorted
+	byOp      map[types.NamespacedName]map[string][]copycontract.Leftover // sorted
 	byCluster map[string]map[types.NamespacedName]struct{}
 }
 
@@ -75,7 +75,7 @@ func newDesiredState() desiredState {
 
 func newLeftoverState() leftoverState {
 	return leftoverState{
-		byOp:      map[types.NamespacedName]map[string][]copyview.Leftover{},
+		byOp:      map[types.NamespacedName]map[string][]copycontract.Leftover{},
 		byCluster: map[string]map[types.NamespacedName]struct{}{},
 	}
 }
@@ -213,7 +213,7 @@ func desiredCopies(helmOp types.NamespacedName, rows []*courier.DownstreamCopy) 
 			serviceAccount: r.Spec.ServiceAccount,
 			keep:           r.Spec.KeepResources,
 			sourceRV:       r.Spec.Source.ResourceVersion,
-			copyable:       copyview.Copyable(r.Spec),
+			copyable:       copycontract.Copyable(r.Spec),
 		}
 		key := r.Namespace + "/" + r.Spec.Cluster
 		next[key] = append(next[key], d)
@@ -341,7 +341,7 @@ func (e *Engine) copiesFor(clusterKey string) []desiredCopy {
 // record stores a row's status and reports whether it changed. A row no
 // longer desired (its HelmOp changed while its cluster was being
 // reconciled) gets no status.
-func (e *Engine) record(rowKey string, s copyview.EngineStatus) bool {
+func (e *Engine) record(rowKey string, s copycontract.Status) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	op, desired := e.desired.rows[rowKey]
@@ -367,7 +367,7 @@ func (e *Engine) record(rowKey string, s copyview.EngineStatus) bool {
 }
 
 // Status returns what the engine last recorded for a row.
-func (e *Engine) Status(rowKey string) (copyview.EngineStatus, bool) {
+func (e *Engine) Status(rowKey string) (copycontract.Status, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s, ok := e.statuses[rowKey]
@@ -377,10 +377,10 @@ func (e *Engine) Status(rowKey string) (copyview.EngineStatus, bool) {
 // Leftovers returns one HelmOp's copies that no row wants any more and
 // that the last pass over each cluster found still there (kept, or not
 // removed yet).
-func (e *Engine) Leftovers(helmOp types.NamespacedName) []copyview.Leftover {
+func (e *Engine) Leftovers(helmOp types.NamespacedName) []copycontract.Leftover {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []copyview.Leftover
+	var out []copycontract.Leftover
 	for _, l := range e.leftovers.byOp[helmOp] {
 		out = append(out, l...)
 	}
@@ -388,8 +388,8 @@ func (e *Engine) Leftovers(helmOp types.NamespacedName) []copyview.Leftover {
 	return out
 }
 
-func sortLeftovers(ls []copyview.Leftover) {
-	slices.SortFunc(ls, func(a, b copyview.Leftover) int {
+func sortLeftovers(ls []copycontract.Leftover) {
+	slices.SortFunc(ls, func(a, b copycontract.Leftover) int {
 		if a.HelmOp != b.HelmOp {
 			return strings.Compare(a.HelmOp.String(), b.HelmOp.String())
 		}
@@ -405,8 +405,8 @@ func sortLeftovers(ls []copyview.Leftover) {
 // setLeftovers records a cluster's leftover copies (nil forgets the
 // cluster) and reports whether they changed; the HelmOps whose leftovers
 // changed are reported by the next notify.
-func (e *Engine) setLeftovers(clusterKey string, left []copyview.Leftover) bool {
-	byOp := map[types.NamespacedName][]copyview.Leftover{}
+func (e *Engine) setLeftovers(clusterKey string, left []copycontract.Leftover) bool {
+	byOp := map[types.NamespacedName][]copycontract.Leftover{}
 	for _, l := range left {
 		byOp[l.HelmOp] = append(byOp[l.HelmOp], l)
 	}
@@ -436,7 +436,7 @@ func (e *Engine) setLeftovers(clusterKey string, left []copyview.Leftover) bool 
 			continue
 		}
 		if st.byOp[op] == nil {
-			st.byOp[op] = map[string][]copyview.Leftover{}
+			st.byOp[op] = map[string][]copycontract.Leftover{}
 		}
 		st.byOp[op][clusterKey] = ls
 		e.pendingLocked(op).leftovers = true
@@ -465,16 +465,16 @@ func (e *Engine) notify() {
 	if len(pending) == 0 {
 		return
 	}
-	changes := make([]copyview.StatusChange, 0, len(pending))
+	changes := make([]copycontract.StatusChange, 0, len(pending))
 	for op, p := range pending {
-		ch := copyview.StatusChange{HelmOp: op, Leftovers: p.leftovers}
+		ch := copycontract.StatusChange{HelmOp: op, Leftovers: p.leftovers}
 		for key := range p.rows {
 			ch.Rows = append(ch.Rows, key)
 		}
 		sort.Strings(ch.Rows)
 		changes = append(changes, ch)
 	}
-	slices.SortFunc(changes, func(a, b copyview.StatusChange) int {
+	slices.SortFunc(changes, func(a, b copycontract.StatusChange) int {
 		return strings.Compare(a.HelmOp.String(), b.HelmOp.String())
 	})
 	e.cfg.OnStatusChange(changes)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // SetDesired replaces one HelmOp's part of the desired state and queues
@@ -67,7 +67,7 @@ func TestSetDesired(t *testing.T) {
 	for _, s := range steps {
 		// Statuses as if every row had been reconciled.
 		for _, r := range []*courier.DownstreamCopy{a("1"), b2(false), otherC3} {
-			env.e.record(keyOf(r), copyview.EngineStatus{Phase: courier.CopyPhaseSynced, Message: s.name})
+			env.e.record(keyOf(r), copycontract.Status{Phase: courier.CopyPhaseSynced, Message: s.name})
 		}
 		if s.complete {
 			env.e.DesiredComplete()
@@ -101,7 +101,7 @@ func TestSetDesired(t *testing.T) {
 	}
 	// A status recorded for a row that is no longer desired (its HelmOp
 	// changed during a pass) is dropped, and nobody is told.
-	if env.e.record(keyOf(a("1")), copyview.EngineStatus{Phase: courier.CopyPhaseSynced}) {
+	if env.e.record(keyOf(a("1")), copycontract.Status{Phase: courier.CopyPhaseSynced}) {
 		t.Error("record kept a status for a row nobody wants")
 	}
 }
@@ -219,8 +219,8 @@ func TestNotifyByHelmOp(t *testing.T) {
 	a1, o1 := row("Secret", "a", "1", courier.CopyPhasePending), rowFor("other", "c1", "Secret", "a", "1", courier.CopyPhasePending)
 	a2 := row("Secret", "b", "1", courier.CopyPhasePending)
 	env.setDesired(a1, a2, o1)
-	leftover := func(op types.NamespacedName, name string) copyview.Leftover {
-		return copyview.Leftover{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: name, TargetNamespace: targetNS, Phase: courier.CopyPhaseDeleting}
+	leftover := func(op types.NamespacedName, name string) copycontract.Leftover {
+		return copycontract.Leftover{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: name, TargetNamespace: targetNS, Phase: courier.CopyPhaseDeleting}
 	}
 	gone := types.NamespacedName{Namespace: fleetNS, Name: "gone"}
 	steps := []struct {
@@ -229,20 +229,20 @@ func TestNotifyByHelmOp(t *testing.T) {
 		want   []string // one line per StatusChange
 	}{
 		{name: "a status", change: func() {
-			env.e.record(keyOf(a1), copyview.EngineStatus{Phase: courier.CopyPhaseSynced})
-			env.e.record(keyOf(a2), copyview.EngineStatus{Phase: courier.CopyPhaseConflict})
+			env.e.record(keyOf(a1), copycontract.Status{Phase: courier.CopyPhaseSynced})
+			env.e.record(keyOf(a2), copycontract.Status{Phase: courier.CopyPhaseConflict})
 		}, want: []string{fmt.Sprintf("fleet-default/app rows [%s %s] leftovers false", keyOf(a1), keyOf(a2))}},
 		{name: "the same status again", change: func() {
-			env.e.record(keyOf(a1), copyview.EngineStatus{Phase: courier.CopyPhaseSynced})
+			env.e.record(keyOf(a1), copycontract.Status{Phase: courier.CopyPhaseSynced})
 		}},
 		{name: "leftovers of a HelmOp that is gone and of another", change: func() {
-			env.e.setLeftovers(clusterKey, []copyview.Leftover{leftover(gone, "x"), leftover(otherOp, "y")})
+			env.e.setLeftovers(clusterKey, []copycontract.Leftover{leftover(gone, "x"), leftover(otherOp, "y")})
 		}, want: []string{"fleet-default/gone rows [] leftovers true", "fleet-default/other rows [] leftovers true"}},
 		{name: "the same leftovers, in another order", change: func() {
-			env.e.setLeftovers(clusterKey, []copyview.Leftover{leftover(otherOp, "y"), leftover(gone, "x")})
+			env.e.setLeftovers(clusterKey, []copycontract.Leftover{leftover(otherOp, "y"), leftover(gone, "x")})
 		}},
 		{name: "one HelmOp's leftovers removed", change: func() {
-			env.e.setLeftovers(clusterKey, []copyview.Leftover{leftover(otherOp, "y")})
+			env.e.setLeftovers(clusterKey, []copycontract.Leftover{leftover(otherOp, "y")})
 		}, want: []string{"fleet-default/gone rows [] leftovers true"}},
 		{name: "the cluster forgotten", change: func() { env.e.setLeftovers(clusterKey, nil) },
 			want: []string{"fleet-default/other rows [] leftovers true"}},

@@ -34,7 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/downstream"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 )
@@ -68,7 +68,7 @@ type Config struct {
 	// OnStatusChange is called (without locks held) when rows' recorded
 	// statuses or HelmOps' leftover copies changed, naming them, so the
 	// view updates just those rows.
-	OnStatusChange func([]copyview.StatusChange)
+	OnStatusChange func([]copycontract.StatusChange)
 	// Workers is how many clusters are reconciled at once (DefaultWorkers).
 	Workers int
 	// ResyncPeriod requeues every Cluster, which also sweeps copies nothing
@@ -130,7 +130,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	desired   desiredState
-	statuses  map[string]copyview.EngineStatus // row key -> what the engine saw
+	statuses  map[string]copycontract.Status // row key -> what the engine saw
 	leftovers leftoverState
 	// pending is what the next notify tells the view, by HelmOp.
 	pending map[types.NamespacedName]*pendingChange
@@ -152,8 +152,6 @@ type Engine struct {
 	scopes map[string]*passScope
 }
 
-var _ copyview.Engine = (*Engine)(nil)
-
 // New returns an engine; Run starts it.
 func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
@@ -169,7 +167,7 @@ func New(cfg Config) *Engine {
 		cfg.AgentNamespace = "cattle-fleet-system"
 	}
 	if cfg.OnStatusChange == nil {
-		cfg.OnStatusChange = func([]copyview.StatusChange) {}
+		cfg.OnStatusChange = func([]copycontract.StatusChange) {}
 	}
 	if cfg.Sources == nil {
 		cfg.Sources = UpstreamSources{Client: cfg.Upstream}
@@ -194,7 +192,7 @@ func New(cfg Config) *Engine {
 		copied:     newEventBudget(),
 		now:        time.Now,
 		desired:    newDesiredState(),
-		statuses:   map[string]copyview.EngineStatus{},
+		statuses:   map[string]copycontract.Status{},
 		leftovers:  newLeftoverState(),
 		pending:    map[types.NamespacedName]*pendingChange{},
 		echoes:     map[string]string{},

@@ -22,8 +22,8 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
-	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
@@ -37,7 +37,7 @@ const syncedMessage = "the copy matches its source"
 // have none, so copies are written with Courier's own identity.
 const saLookup = "get serviceaccounts cattle-fleet-system/fleet-default"
 
-func checkStatus(t *testing.T, what string, got, want copyview.EngineStatus) {
+func checkStatus(t *testing.T, what string, got, want copycontract.Status) {
 	t.Helper()
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("status of %s:\n got %+v\nwant %+v", what, got, want)
@@ -161,7 +161,7 @@ func TestReconcileCreatesCopy(t *testing.T) {
 			if got.Type != corev1.SecretTypeOpaque || string(got.Data["password"]) != canary || len(got.Data) != 1 {
 				t.Errorf("copy has type %q and %d keys, want the source's type and data", got.Type, len(got.Data))
 			}
-			checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{
+			checkStatus(t, "row", env.mustStatus(r), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
 			checkActions(t, "event", env.takeEvents(), []string{"Normal Copied Secret db copied to apps/db in cluster c1"})
 			if env.statusChanges == 0 {
@@ -192,7 +192,7 @@ func TestReconcileCreatesConfigMapCopy(t *testing.T) {
 	if want := copyspec.ConfigMap(src, targetNS, owner(appOp, "c1")); !copyspec.ConfigMapUpToDate(got, want) {
 		t.Errorf("copy = %+v, want %+v", got, want)
 	}
-	checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{
+	checkStatus(t, "row", env.mustStatus(r), copycontract.Status{
 		Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "9", LastSyncTime: syncedAt, Message: syncedMessage})
 }
 
@@ -224,9 +224,9 @@ func TestReconcileAlreadyCurrent(t *testing.T) {
 				t.Errorf("wrote %q to a cluster whose copies are current", actionStrings(w))
 			}
 			// LastSyncTime: when this process first confirmed the copy current.
-			checkStatus(t, "Secret row", env.mustStatus(rows[0]), copyview.EngineStatus{
+			checkStatus(t, "Secret row", env.mustStatus(rows[0]), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
-			checkStatus(t, "ConfigMap row", env.mustStatus(rows[1]), copyview.EngineStatus{
+			checkStatus(t, "ConfigMap row", env.mustStatus(rows[1]), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "9", LastSyncTime: syncedAt, Message: syncedMessage})
 			checkActions(t, "event", env.takeEvents(), nil)
 
@@ -342,7 +342,7 @@ func TestReconcileRepairsDrift(t *testing.T) {
 					t.Errorf("copy after reconcile = %+v, want it to match the source", got)
 				}
 			}
-			checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{
+			checkStatus(t, "row", env.mustStatus(r), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: srcMeta.GetResourceVersion(), LastSyncTime: syncedAt, Message: syncedMessage})
 			checkActions(t, "event", env.takeEvents(), []string{fmt.Sprintf("Normal Copied %s %s copied to apps/%[2]s in cluster c1", kindOf(tc.src), srcMeta.GetName())})
 		})
@@ -424,10 +424,10 @@ func TestReconcileConflict(t *testing.T) {
 				t.Errorf("the object was changed: %+v", got)
 			}
 			st := env.mustStatus(r)
-			checkStatus(t, "row", st, copyview.EngineStatus{Phase: courier.CopyPhaseConflict, Message: tc.wantMsg})
+			checkStatus(t, "row", st, copycontract.Status{Phase: courier.CopyPhaseConflict, Message: tc.wantMsg})
 			checkActions(t, "event", env.takeEvents(), []string{"Warning Conflict " + tc.wantMsg})
 			for _, o := range tc.otherRows {
-				checkStatus(t, "the owner's row", env.mustStatus(o), copyview.EngineStatus{
+				checkStatus(t, "the owner's row", env.mustStatus(o), copycontract.Status{
 					Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
 			}
 		})
@@ -551,7 +551,7 @@ func TestSweepErrors(t *testing.T) {
 			if tc.reachable >= 0 {
 				checkReachable(t, tc.reachable)
 			}
-			checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{
+			checkStatus(t, "row", env.mustStatus(r), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
 			// A copy that could not be removed has a Deleting row saying why.
 			var leftovers []string
@@ -578,7 +578,7 @@ func TestRowsNotCopied(t *testing.T) {
 		existing   []runtime.Object
 		wantDown   []string
 		wantUp     []string
-		wantStatus *copyview.EngineStatus // of rows[0]; nil: none recorded
+		wantStatus *copycontract.Status // of rows[0]; nil: none recorded
 	}{
 		{
 			name:     "SourceMissing row keeps its copy",
@@ -600,7 +600,7 @@ func TestRowsNotCopied(t *testing.T) {
 			existing: []runtime.Object{oldCopy},
 			wantDown: []string{},
 			wantUp:   []string{"get secrets fleet-default/db"},
-			wantStatus: &copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
+			wantStatus: &copycontract.Status{Phase: courier.CopyPhaseSourceMissing,
 				Message: "Secret fleet-default/db does not exist"},
 		},
 	}
@@ -714,7 +714,7 @@ func TestReconcileUnreachable(t *testing.T) {
 				st := env.mustStatus(r)
 				switch {
 				case slices.Contains(tc.wantSynced, name):
-					checkStatus(t, name, st, copyview.EngineStatus{
+					checkStatus(t, name, st, copycontract.Status{
 						Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1", LastSyncTime: syncedAt, Message: syncedMessage})
 					if _, ok := down.secret(targetNS, name); !ok {
 						t.Errorf("copy %s was not written", name)
@@ -762,7 +762,7 @@ func TestReconcileNoClient(t *testing.T) {
 				t.Errorf("reconcile: %v, want %v", err, tc.err)
 			}
 			for _, r := range []*courier.DownstreamCopy{a, b} {
-				checkStatus(t, keyOf(r), env.mustStatus(r), copyview.EngineStatus{Phase: courier.CopyPhaseUnreachable, Message: tc.err.Error()})
+				checkStatus(t, keyOf(r), env.mustStatus(r), copycontract.Status{Phase: courier.CopyPhaseUnreachable, Message: tc.err.Error()})
 			}
 			for _, r := range []*courier.DownstreamCopy{invalid, missing} {
 				if st, ok := env.status(r); ok {
@@ -879,7 +879,7 @@ func TestReconcileWriteRefused(t *testing.T) {
 				t.Errorf("reconcile: %v, want an error carrying %q so that the cluster is retried", err, tc.err)
 			}
 			st := env.mustStatus(dbRow)
-			checkStatus(t, "db", st, copyview.EngineStatus{Phase: tc.wantPhase, Message: tc.wantMsg + tc.err.Error()})
+			checkStatus(t, "db", st, copycontract.Status{Phase: tc.wantPhase, Message: tc.wantMsg + tc.err.Error()})
 			if tc.wantPhase == courier.CopyPhaseForbidden && !strings.Contains(st.Message, denial) {
 				t.Errorf("message %q does not carry the API error", st.Message)
 			}
@@ -896,7 +896,7 @@ func TestReconcileWriteRefused(t *testing.T) {
 					t.Errorf("ConfigMap row: %+v, want %s", st, tc.wantPhase)
 				}
 			} else {
-				checkStatus(t, "settings", env.mustStatus(settingsRow), copyview.EngineStatus{
+				checkStatus(t, "settings", env.mustStatus(settingsRow), copycontract.Status{
 					Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "9", LastSyncTime: syncedAt, Message: syncedMessage})
 			}
 			if !slices.Contains(env.downActions(), "list secrets "+c1Selector) {
@@ -908,7 +908,7 @@ func TestReconcileWriteRefused(t *testing.T) {
 			if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
 				t.Fatalf("reconcile after the grant: %v", err)
 			}
-			checkStatus(t, "db after the grant", env.mustStatus(dbRow), copyview.EngineStatus{
+			checkStatus(t, "db after the grant", env.mustStatus(dbRow), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "7", LastSyncTime: syncedAt, Message: syncedMessage})
 			if got, ok := down.secret(targetNS, "db"); !ok || string(got.Data["password"]) != canary {
 				t.Error("the copy was not written after the grant")
@@ -959,7 +959,7 @@ func TestReconcileRequireServiceAccount(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), msg) {
 		t.Errorf("reconcile: %v, want an error carrying %q so that the cluster is retried", err, msg)
 	}
-	checkStatus(t, "row", env.mustStatus(r), copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: msg})
+	checkStatus(t, "row", env.mustStatus(r), copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: msg})
 	// Planned (read-only), then refused before any write; the sweep still runs.
 	checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db", saLookup, "delete secrets apps/old"})
 	checkActions(t, "event", env.takeEvents(), []string{

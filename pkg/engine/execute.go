@@ -10,8 +10,8 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
-	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
@@ -78,8 +78,8 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 	return p.out
 }
 
-func synced(rv string, at *metav1.Time) copyview.EngineStatus {
-	return copyview.EngineStatus{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: rv, LastSyncTime: at,
+func synced(rv string, at *metav1.Time) copycontract.Status {
+	return copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: rv, LastSyncTime: at,
 		Message: "the copy matches its source"}
 }
 
@@ -108,15 +108,15 @@ func (e *Engine) writeFailed(cluster *fleet.Cluster, doing string, err error) ou
 	switch {
 	case unreachable(err):
 		copiesTotal.WithLabelValues("failed", "Unreachable").Inc()
-		return outcome{fatal: err, reason: "Unreachable", status: copyview.EngineStatus{Phase: courier.CopyPhaseUnreachable,
+		return outcome{fatal: err, reason: "Unreachable", status: copycontract.Status{Phase: courier.CopyPhaseUnreachable,
 			Message: fmt.Sprintf("cluster %s is unreachable: %s: %v", cluster.Name, doing, err)}}
 	case apierrors.IsForbidden(err):
 		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
-		return outcome{retry: true, reason: "Forbidden", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden,
+		return outcome{retry: true, reason: "Forbidden", eventOK: true, status: copycontract.Status{Phase: courier.CopyPhaseForbidden,
 			Message: fmt.Sprintf("%s in cluster %s: %v", doing, cluster.Name, err)}}
 	default:
 		copiesTotal.WithLabelValues("failed", "Error").Inc()
-		return outcome{retry: true, reason: "CopyFailed", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+		return outcome{retry: true, reason: "CopyFailed", eventOK: true, status: copycontract.Status{Phase: courier.CopyPhasePending,
 			Message: fmt.Sprintf("%s in cluster %s failed: %v", doing, cluster.Name, err)}}
 	}
 }

@@ -38,10 +38,11 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
-	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/rowname"
 )
 
 const (
@@ -137,7 +138,7 @@ func row(kind, name, rv string, phase courier.CopyPhase) *courier.DownstreamCopy
 
 func rowFor(helmOp, cluster, kind, name, rv string, phase courier.CopyPhase) *courier.DownstreamCopy {
 	return &courier.DownstreamCopy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: copyview.RowName(helmOp, cluster, kind, name)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: rowname.Unique(helmOp, cluster, strings.ToLower(kind), name)},
 		Spec: courier.DownstreamCopySpec{
 			HelmOp:  helmOp,
 			Cluster: cluster,
@@ -266,7 +267,7 @@ type testEnv struct {
 	logs          ktesting.Buffer
 	ctx           context.Context
 	statusChanges int
-	changes       []copyview.StatusChange // as told to OnStatusChange
+	changes       []copycontract.StatusChange // as told to OnStatusChange
 	// ops are the HelmOps setDesired handed rows for last time.
 	ops map[types.NamespacedName]bool
 }
@@ -300,7 +301,7 @@ func newEnv(t testing.TB, down *fakeCluster, sources ...runtime.Object) *testEnv
 		// One write at a time, so that tests can name the order of
 		// requests; TestGroupWritesAtOnce covers several.
 		GroupWriters: 1,
-		OnStatusChange: func(ch []copyview.StatusChange) {
+		OnStatusChange: func(ch []copycontract.StatusChange) {
 			env.statusChanges++
 			env.changes = append(env.changes, ch...)
 		},
@@ -349,7 +350,7 @@ func (env *testEnv) reconcile(rows ...*courier.DownstreamCopy) error {
 }
 
 // leftovers returns every HelmOp's leftover copies.
-func (env *testEnv) leftovers() []copyview.Leftover {
+func (env *testEnv) leftovers() []copycontract.Leftover {
 	env.e.mu.Lock()
 	var ops []types.NamespacedName
 	for op := range env.e.leftovers.byOp {
@@ -357,19 +358,19 @@ func (env *testEnv) leftovers() []copyview.Leftover {
 	}
 	env.e.mu.Unlock()
 	sort.Slice(ops, func(i, j int) bool { return ops[i].String() < ops[j].String() })
-	var out []copyview.Leftover
+	var out []copycontract.Leftover
 	for _, op := range ops {
 		out = append(out, env.e.Leftovers(op)...)
 	}
 	return out
 }
 
-func (env *testEnv) status(r *courier.DownstreamCopy) (copyview.EngineStatus, bool) {
+func (env *testEnv) status(r *courier.DownstreamCopy) (copycontract.Status, bool) {
 	return env.e.Status(keyOf(r))
 }
 
 // mustStatus returns a row's status, failing the test if there is none.
-func (env *testEnv) mustStatus(r *courier.DownstreamCopy) copyview.EngineStatus {
+func (env *testEnv) mustStatus(r *courier.DownstreamCopy) copycontract.Status {
 	env.t.Helper()
 	st, ok := env.status(r)
 	if !ok {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
@@ -52,7 +52,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 	if refusal != "" {
 		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
 		return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
-			status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
+			status: copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: refusal}}), nil
 	}
 	if id.serviceAccount != "" {
 		needs, o := e.accessNeeded(ctx, client, cluster, group, plans, namespaces)
@@ -70,7 +70,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 			}
 			copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
 			return all(outcome{retry: true, reason: "Forbidden", eventOK: true,
-				status: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden, Message: fmt.Sprintf("cluster %s: %s", cluster.Name, denied)}}), nil
+				status: copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: fmt.Sprintf("cluster %s: %s", cluster.Name, denied)}}), nil
 		}
 	}
 	makeNamespace := func(ns string) error {
@@ -183,10 +183,10 @@ func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outco
 		case actionNone:
 			out[i] = plans[i].out
 		case actionCreate:
-			out[i] = outcome{status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+			out[i] = outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
 				Message: fmt.Sprintf("%s does not exist in cluster %s yet; the leader writes it", what, cluster.Name)}}
 		default:
-			out[i] = outcome{status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+			out[i] = outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
 				Message: fmt.Sprintf("%s in cluster %s differs from its source; the leader updates it", what, cluster.Name)}}
 		}
 	}

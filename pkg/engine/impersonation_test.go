@@ -13,7 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // impersonated is the clientset the engine gets for one ServiceAccount:
@@ -69,7 +69,7 @@ func TestWritesAsTheServiceAccount(t *testing.T) {
 		wantUser  string
 		wantSSAR  []string // the access reviews the user was asked
 		wantWrite []string // what the user wrote
-		want      copyview.EngineStatus
+		want      copycontract.Status
 	}{
 		{
 			name:      "allowed: both copies written as the ServiceAccount",
@@ -88,7 +88,7 @@ func TestWritesAsTheServiceAccount(t *testing.T) {
 			allowed:  map[string][]string{deployer: {"create secrets apps"}},
 			wantUser: deployer,
 			wantSSAR: []string{"create configmaps apps", "create secrets apps"},
-			want: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden,
+			want: copycontract.Status{Phase: courier.CopyPhaseForbidden,
 				Message: "cluster c1: forbidden: ServiceAccount cattle-fleet-system/deployer may not create configmaps in namespace apps; nothing was written"},
 		},
 		{
@@ -97,7 +97,7 @@ func TestWritesAsTheServiceAccount(t *testing.T) {
 			allowed:  map[string][]string{deployer: {"create secrets apps", "create configmaps apps"}},
 			wantUser: deployer,
 			wantSSAR: []string{"create configmaps apps", "create secrets apps", "create namespaces apps"},
-			want: copyview.EngineStatus{Phase: courier.CopyPhaseForbidden,
+			want: copycontract.Status{Phase: courier.CopyPhaseForbidden,
 				Message: "cluster c1: forbidden: ServiceAccount cattle-fleet-system/deployer may not create the missing namespace apps; nothing was written"},
 		},
 		{

@@ -10,7 +10,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // A replica that does not hold the lease reads what it can (sources, its
@@ -24,14 +24,14 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 	cases := []struct {
 		name      string
 		existing  []runtime.Object
-		want      copyview.EngineStatus
+		want      copycontract.Status
 		leaderDid []string // the writes after SetLeading(true)
 		wantLeft  []string // the follower's leftover copies, as "phase: message"
 	}{
 		{
 			name:     "copy missing",
 			existing: []runtime.Object{targetNamespace},
-			want:     copyview.EngineStatus{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the leader writes it"},
+			want:     copycontract.Status{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the leader writes it"},
 			// Courier's own identity makes the namespace without reading it
 			// first; it exists, which is fine (AlreadyExists).
 			leaderDid: []string{"create namespaces apps", "create secrets apps/db"},
@@ -39,7 +39,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 		{
 			name:      "copy out of date",
 			existing:  []runtime.Object{targetNamespace, secretCopy(stale, targetNS, owner(appOp, "c1"))},
-			want:      copyview.EngineStatus{Phase: courier.CopyPhasePending, Message: "Secret apps/db in cluster c1 differs from its source; the leader updates it"},
+			want:      copycontract.Status{Phase: courier.CopyPhasePending, Message: "Secret apps/db in cluster c1 differs from its source; the leader updates it"},
 			leaderDid: []string{"update secrets apps/db"},
 		},
 		{
@@ -50,7 +50,7 @@ func TestFollowerObservesAndWritesNothing(t *testing.T) {
 		{
 			name:     "object Courier does not own",
 			existing: []runtime.Object{targetNamespace, unmanagedSecret(targetNS, "db")},
-			want: copyview.EngineStatus{Phase: courier.CopyPhaseConflict,
+			want: copycontract.Status{Phase: courier.CopyPhaseConflict,
 				Message: "Secret apps/db exists in cluster c1 and is not managed by Courier; it is left unchanged"},
 		},
 		{

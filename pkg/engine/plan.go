@@ -8,8 +8,8 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
-	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
@@ -51,15 +51,15 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	what := describe(c.kind, c.targetNS, c.name)
 	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV, c.rowKey)
 	if apierrors.IsNotFound(err) {
-		return plan{out: outcome{status: copyview.EngineStatus{Phase: courier.CopyPhaseSourceMissing,
+		return plan{out: outcome{status: copycontract.Status{Phase: courier.CopyPhaseSourceMissing,
 			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}}
 	} else if v, denied := exportpolicy.IsDenied(err); denied {
 		// The read refused a source the view had not found denied yet (an
 		// annotation added a moment ago): nothing is written, and the view
 		// takes the row away from the engine when it catches up.
-		return plan{out: outcome{retry: true, reason: "ExportDenied", status: copyview.EngineStatus{Phase: courier.CopyPhaseDenied, Message: v.Message}}}
+		return plan{out: outcome{retry: true, reason: "ExportDenied", status: copycontract.Status{Phase: courier.CopyPhaseDenied, Message: v.Message}}}
 	} else if err != nil {
-		return plan{out: outcome{retry: true, reason: "SourceReadFailed", status: copyview.EngineStatus{Phase: courier.CopyPhasePending,
+		return plan{out: outcome{retry: true, reason: "SourceReadFailed", status: copycontract.Status{Phase: courier.CopyPhasePending,
 			Message: fmt.Sprintf("reading %s %s/%s upstream: %v", c.kind, c.helmOp.Namespace, c.name, err)}}}
 	}
 	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
@@ -143,5 +143,5 @@ func fleetsCopy(p plan, cur object, bundleDeployment, what, cluster string) outc
 // conflict is the outcome for a same-named object Courier must leave alone.
 func conflict(msg string) outcome {
 	copiesTotal.WithLabelValues("failed", "Conflict").Inc()
-	return outcome{reason: "Conflict", eventOK: true, status: copyview.EngineStatus{Phase: courier.CopyPhaseConflict, Message: msg}}
+	return outcome{reason: "Conflict", eventOK: true, status: copycontract.Status{Phase: courier.CopyPhaseConflict, Message: msg}}
 }

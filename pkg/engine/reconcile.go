@@ -14,13 +14,13 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
 // outcome is what syncing one copy did.
 type outcome struct {
-	status  copyview.EngineStatus
+	status  copycontract.Status
 	wrote   bool
 	reason  string // metric and Event reason
 	fatal   error  // stop this cluster's pass (unreachable) and retry later
@@ -259,7 +259,7 @@ func (c desiredCopy) groupKey() groupKey { return groupKey{c.helmOp, c.serviceAc
 func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg string) {
 	changed := false
 	for _, c := range copies {
-		if c.copyable && e.record(c.rowKey, copyview.EngineStatus{Phase: phase, Message: msg}) {
+		if c.copyable && e.record(c.rowKey, copycontract.Status{Phase: phase, Message: msg}) {
 			changed = true
 		}
 	}
@@ -274,7 +274,7 @@ func (e *Engine) markAll(copies []desiredCopy, phase courier.CopyPhase, msg stri
 func (e *Engine) markRest(copies []desiredCopy, handled map[string]bool, msg string) {
 	for _, c := range copies {
 		if c.copyable && !handled[c.rowKey] {
-			e.record(c.rowKey, copyview.EngineStatus{Phase: courier.CopyPhaseUnreachable, Message: msg})
+			e.record(c.rowKey, copycontract.Status{Phase: courier.CopyPhaseUnreachable, Message: msg})
 		}
 	}
 }

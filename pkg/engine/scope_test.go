@@ -13,7 +13,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // A pass covers only the rows whose sources changed when nothing else
@@ -154,9 +154,9 @@ func TestSourcePassCoversOnlyItsRows(t *testing.T) {
 				t.Errorf("passes: whole +%v, sources +%v; want +%v, +%v", whole1-whole0, sources1-sources0, wantWhole, wantSources)
 			}
 			checkActions(t, "writes", actionStrings(writes(env.down.kube.Actions())), want)
-			checkStatus(t, "db row", env.mustStatus(db8), copyview.EngineStatus{
+			checkStatus(t, "db row", env.mustStatus(db8), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "8", LastSyncTime: syncedAt, Message: syncedMessage})
-			checkStatus(t, "settings row, not in the pass", env.mustStatus(rows[1]), copyview.EngineStatus{
+			checkStatus(t, "settings row, not in the pass", env.mustStatus(rows[1]), copycontract.Status{
 				Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "9", LastSyncTime: syncedAt, Message: syncedMessage})
 		})
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
-	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
 )
 
@@ -34,12 +34,12 @@ var sweptKinds = []string{"Secret", "ConfigMap"}
 // unlabelled lists a kind's copies without the cluster-hash label, live
 // (passReads): the sweep looks for those once per client.
 func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool,
-	unlabelled func(ctx context.Context, kind string) ([]object, error)) ([]copyview.Leftover, error) {
+	unlabelled func(ctx context.Context, kind string) ([]object, error)) ([]copycontract.Leftover, error) {
 	wanted := map[string]bool{}
 	for _, c := range copies {
 		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
 	}
-	left := []copyview.Leftover{}
+	left := []copycontract.Leftover{}
 	var failed error
 	key := cluster.Namespace + "/" + cluster.Name
 	legacy := e.needsLegacySweep(key, client)
@@ -76,7 +76,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 				keptLegacy = true
 			}
 			what := describe(kind, obj.GetNamespace(), obj.GetName())
-			l := copyview.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
+			l := copycontract.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
 				Keep: claim.Keep, SyncedResourceVersion: obj.GetAnnotations()[copyspec.AnnotationSourceResourceVersion]}
 			switch {
 			case claim.Keep:

@@ -24,7 +24,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	courierclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned/typed/courier/v1alpha1"
 )
 
@@ -35,7 +35,7 @@ const AnnotationReportInterval = courier.AnnotationReportInterval
 
 // Statuses is the engine's record of each row.
 type Statuses interface {
-	Status(rowKey string) (copyview.EngineStatus, bool)
+	Status(rowKey string) (copycontract.Status, bool)
 }
 
 // Rows are the agent's rows as Courier sent them.
@@ -74,7 +74,7 @@ func (r *Reporter) SetStatuses(s Statuses) { r.statuses = s }
 
 // Changed marks the rows whose status the engine changed, to be sent
 // (the engine's OnStatusChange). It never blocks.
-func (r *Reporter) Changed(changes []copyview.StatusChange) {
+func (r *Reporter) Changed(changes []copycontract.StatusChange) {
 	r.mu.Lock()
 	for _, ch := range changes {
 		for _, key := range ch.Rows {
@@ -200,7 +200,7 @@ func (r *Reporter) send(ctx context.Context, key string) error {
 // Body is the report of one row: the row with the engine's status and the
 // report interval. It carries no resourceVersion: a report replaces the
 // last one whatever it was.
-func Body(row *v1alpha1.DownstreamCopy, st copyview.EngineStatus, interval time.Duration) *v1alpha1.DownstreamCopy {
+func Body(row *v1alpha1.DownstreamCopy, st copycontract.Status, interval time.Duration) *v1alpha1.DownstreamCopy {
 	return &v1alpha1.DownstreamCopy{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "DownstreamCopy"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: row.Namespace, Name: row.Name,

@@ -17,7 +17,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 )
 
@@ -35,9 +35,9 @@ func (f fakeRows) Keys() []string {
 	return keys
 }
 
-type fakeStatuses map[string]copyview.EngineStatus
+type fakeStatuses map[string]copycontract.Status
 
-func (f fakeStatuses) Status(key string) (copyview.EngineStatus, bool) { s, ok := f[key]; return s, ok }
+func (f fakeStatuses) Status(key string) (copycontract.Status, bool) { s, ok := f[key]; return s, ok }
 
 // upstream records the status PUTs it is sent and answers with code.
 type upstream struct {
@@ -134,7 +134,7 @@ func (u *upstream) wait(t *testing.T, n int) {
 // with a status.
 func TestReportChangedAndHeartbeat(t *testing.T) {
 	r, up, clk, _ := setup(t)
-	r.Changed([]copyview.StatusChange{{Rows: []string{ns + "/a"}}})
+	r.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a"}}})
 	up.wait(t, 1)
 	paths, reports := up.take()
 	if want := []string{"PUT /apis/courier.dev/v1alpha1/namespaces/fleet-default/downstreamcopies/a/status"}; !slices.Equal(paths, want) {
@@ -161,13 +161,13 @@ func TestReportChangedAndHeartbeat(t *testing.T) {
 func TestReportBackoff(t *testing.T) {
 	r, up, clk, _ := setup(t)
 	up.setCode(http.StatusServiceUnavailable)
-	r.Changed([]copyview.StatusChange{{Rows: []string{ns + "/a", ns + "/b"}}})
+	r.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a", ns + "/b"}}})
 	up.wait(t, 1) // stops at the first failure: Courier is away
 	up.take()
 	done := make(chan struct{})
 	go func() {
 		for range 1000 {
-			r.Changed([]copyview.StatusChange{{Rows: []string{ns + "/a"}}})
+			r.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a"}}})
 		}
 		close(done)
 	}()

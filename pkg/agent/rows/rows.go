@@ -21,7 +21,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	informers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
 )
@@ -141,7 +141,7 @@ func (c *Controller) Copyable() []string {
 		if !ok || !c.wanted(r) {
 			continue
 		}
-		if in, err := c.internal(r); err == nil && copyview.Copyable(in.Spec) {
+		if in, err := c.internal(r); err == nil && copycontract.Copyable(in.Spec) {
 			keys = append(keys, r.Namespace+"/"+r.Name)
 		}
 	}

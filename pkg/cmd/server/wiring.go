@@ -26,6 +26,7 @@ import (
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -186,6 +187,11 @@ func (s sourceInformers) shared() map[schema.GroupVersionResource]cache.SharedIn
 	}
 }
 
+// The engine is the view's copycontract deliverer for pushed Clusters: the
+// view defines the interface where it uses it, the engine does not import
+// the view, and this is where the two meet.
+var _ copyview.Engine = (*engine.Engine)(nil)
+
 // newEngine builds the downstream cache and the copy engine it feeds, and
 // starts sending the engine's Events upstream.
 func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, sources sourceInformers) error {
@@ -214,7 +220,7 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		HelmOps:    fleet.HelmOps().Lister(),
 		Downstream: v.downstream,
 		Recorder:   v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
-		OnStatusChange: func(changes []copyview.StatusChange) {
+		OnStatusChange: func(changes []copycontract.StatusChange) {
 			if v.controller != nil {
 				v.controller.StatusChanged(changes)
 			}

@@ -1,0 +1,85 @@
+// Package copycontract is the contract between whoever decides which copies
+// exist (the view on the management side, the courier-agent in a pulled
+// cluster) and the copy engine that makes them: the rule that says whether
+// a row's copy can be written at all (Copyable), the status the engine
+// records for a row (Status), the copies it finds that no row wants any
+// more (Leftover), and what it tells when its record changes
+// (StatusChange).
+//
+// It is a leaf: it imports only the API types and apimachinery, so that
+// the engine and the agent depend on it and not on the server's view, its
+// store or its registry (pkg/importrules checks this).
+package copycontract
+
+import (
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+)
+
+// Status is what the copy engine recorded for one row: the outcome of its
+// last pass over the row's copy. The view composes a row's displayed
+// status from it; a courier-agent reports it upstream.
+type Status struct {
+	Phase                 courier.CopyPhase
+	Message               string
+	SyncedResourceVersion string
+	LastSyncTime          *metav1.Time
+}
+
+// StatusChange is what changed in the engine's record for one HelmOp, as
+// the engine tells whoever listens (the view, an agent's reporter).
+type StatusChange struct {
+	HelmOp types.NamespacedName
+	// Rows are the keys ("<namespace>/<name>") of the HelmOp's rows whose
+	// recorded status changed.
+	Rows []string
+	// Leftovers is true when the HelmOp's leftover copies (Kept, Deleting)
+	// changed in some cluster.
+	Leftovers bool
+}
+
+// Leftover is a copy Courier made that no row wants any more, as the
+// engine found it downstream. The view shows it as a row of phase Kept or
+// Deleting.
+type Leftover struct {
+	HelmOp          types.NamespacedName
+	Cluster         string
+	Kind            string
+	Name            string
+	TargetNamespace string
+	Keep            bool
+	// SyncedResourceVersion is the source version the copy was made from.
+	SyncedResourceVersion string
+	Phase                 courier.CopyPhase // Kept or Deleting
+	Message               string
+}
+
+// SupportedKind returns the canonical kind for a listed kind, matched case
+// insensitively (DESIGN §3.1), and false for any other kind.
+func SupportedKind(kind string) (string, bool) {
+	switch strings.ToLower(kind) {
+	case "secret":
+		return "Secret", true
+	case "configmap":
+		return "ConfigMap", true
+	}
+	return "", false
+}
+
+// Copyable reports whether a copy can be written for a row with this spec:
+// its kind is supported, it names its source, the source exists (an object
+// read from the API always has a resourceVersion; a missing source has none
+// in the row) and its destination namespace can exist. The view derives a
+// row's base phase from the same spec by the same rule, and the engine, the
+// agent and the payload endpoint decide from it, so nobody decides what to
+// copy from a displayed status.
+func Copyable(spec courier.DownstreamCopySpec) bool {
+	_, ok := SupportedKind(spec.Source.Kind)
+	return ok && spec.Source.Name != "" && spec.Source.ResourceVersion != "" &&
+		len(validation.IsDNS1123Label(spec.Target.Namespace)) == 0
+}

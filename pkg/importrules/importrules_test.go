@@ -1,0 +1,146 @@
+package importrules
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/courier-dev/courier"
+
+// rule forbids packages among the dependencies of one package.
+type rule struct {
+	pkg string
+	// forbidden are import paths relative to the module; one ending in
+	// "/..." forbids that package and every package under it.
+	forbidden []string
+}
+
+// rules are the edges docs/design.md ("Data flows one way") rules out.
+var rules = []rule{
+	// The agent runs the engine in a downstream cluster: nothing of the
+	// server's view, registry, API server or authorizer.
+	{pkg: "cmd/agent", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/apiserver", "pkg/agentauth"}},
+	// The engine is fed by the view through copycontract; it does not
+	// import it, nor the store the view writes.
+	{pkg: "pkg/engine", forbidden: []string{"pkg/copyview", "pkg/registry/..."}},
+}
+
+// contractImports are what pkg/copycontract, a leaf, may import besides
+// the standard library.
+var contractImports = []string{module + "/pkg/apis/...", "k8s.io/apimachinery/..."}
+
+func TestImportRules(t *testing.T) {
+	for _, r := range rules {
+		t.Run(r.pkg, func(t *testing.T) {
+			deps := goList(t, "-deps", "{{.ImportPath}}", module+"/"+r.pkg)
+			for _, bad := range violations(deps, r.forbidden) {
+				t.Errorf("%s depends on %s, which it must not (pkg/importrules)", r.pkg, bad)
+			}
+		})
+	}
+}
+
+func TestContractIsALeaf(t *testing.T) {
+	imports := goList(t, "", `{{join .Imports "\n"}}`, module+"/pkg/copycontract")
+	std := map[string]bool{}
+	for _, p := range goList(t, "", "{{if .Standard}}{{.ImportPath}}{{end}}", imports...) {
+		std[p] = true
+	}
+	for _, p := range imports {
+		if !std[p] && !matchesAny(p, contractImports) {
+			t.Errorf("pkg/copycontract imports %s; it may import only the standard library, %s", p, strings.Join(contractImports, ", "))
+		}
+	}
+}
+
+// violations returns the dependencies (import paths) that a forbidden
+// pattern (relative to the module) matches.
+func violations(deps, forbidden []string) []string {
+	abs := make([]string, len(forbidden))
+	for i, f := range forbidden {
+		abs[i] = module + "/" + f
+	}
+	var out []string
+	for _, d := range deps {
+		if matchesAny(d, abs) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// matchesAny reports whether path is one of patterns, or under one that
+// ends in "/...".
+func matchesAny(path string, patterns []string) bool {
+	for _, p := range patterns {
+		if prefix, tree := strings.CutSuffix(p, "/..."); tree {
+			if path == prefix || strings.HasPrefix(path, prefix+"/") {
+				return true
+			}
+		} else if path == p {
+			return true
+		}
+	}
+	return false
+}
+
+// goList runs `go list [flag] -f format pkgs...` (flag is "-deps" or
+// empty) and returns its non-empty lines. A missing go command fails the
+// test: the rules are never skipped.
+func goList(t *testing.T, flag, format string, pkgs ...string) []string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the import rules need the go command on PATH: %v", err)
+	}
+	args := []string{"list", "-f", format}
+	if flag != "" {
+		args = append(args, flag)
+	}
+	out, err := exec.Command(gobin, append(args, pkgs...)...).Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("go list %v: %v\n%s", pkgs, err, stderr)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func TestViolations(t *testing.T) {
+	deps := []string{
+		"fmt",
+		module + "/pkg/copycontract",
+		module + "/pkg/copyview",
+		module + "/pkg/copyviewer",
+		module + "/pkg/registry",
+		module + "/pkg/registry/memstore",
+		module + "/pkg/registryx",
+	}
+	for _, tc := range []struct {
+		name      string
+		forbidden []string
+		want      []string
+	}{
+		{name: "none", forbidden: nil, want: nil},
+		{name: "exact path, not a prefix", forbidden: []string{"pkg/copyview"}, want: []string{module + "/pkg/copyview"}},
+		{name: "a tree and its root", forbidden: []string{"pkg/registry/..."},
+			want: []string{module + "/pkg/registry", module + "/pkg/registry/memstore"}},
+		{name: "not present", forbidden: []string{"pkg/agentauth"}, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := violations(deps, tc.forbidden)
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("violations = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
