@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,7 +137,7 @@ type Engine struct {
 	pending map[types.NamespacedName]*pendingChange
 	// echoes are the resourceVersions of the engine's own last writes, by
 	// echoKey: the watch event of such a write needs no pass.
-	echoes map[string]string
+	echoes map[string]echo
 	// inflight holds, by echoKey, the resourceVersions of events for
 	// copies being written right now (see writing).
 	inflight map[string][]string
@@ -195,7 +196,7 @@ func New(cfg Config) *Engine {
 		statuses:   map[string]copycontract.Status{},
 		leftovers:  newLeftoverState(),
 		pending:    map[types.NamespacedName]*pendingChange{},
-		echoes:     map[string]string{},
+		echoes:     map[string]echo{},
 		inflight:   map[string][]string{},
 		passed:     map[string]*downstream.Client{},
 		initial:    map[string]bool{},
@@ -242,10 +243,17 @@ func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
 			e.mu.Unlock()
 			return
 		}
-		rv, ok := e.echoes[k]
-		echo := ok && rv == m.GetResourceVersion()
+		ex, ok := e.echoes[k]
+		echo := ok && ex.rv == m.GetResourceVersion()
 		if echo {
 			delete(e.echoes, k)
+			// Only the echo of a copy still wanted here is nothing to do. A
+			// copy that stopped being wanted after it was written (an entry
+			// removed, a source denied) needs the sweep of a whole pass, and
+			// the sweep that followed may have missed it: the Cluster's
+			// watch can deliver the copy late (a relist after its
+			// kube-apiserver came back), after that sweep read the cache.
+			echo = slices.Contains(e.twins.wantedBy[ex.copyID], clusterKey)
 		}
 		e.mu.Unlock()
 		if echo {
@@ -279,7 +287,7 @@ func (e *Engine) wrote(cluster *fleet.Cluster, c desiredCopy, rv string) {
 		other = other || s != rv
 	}
 	if rv != "" && len(seen) == 0 {
-		e.echoes[k] = rv
+		e.echoes[k] = echo{rv: rv, copyID: copyID(c.helmOp, c.kind, c.targetNS, c.name)}
 	}
 	e.mu.Unlock()
 	if other || (rv == "" && len(seen) > 0) {
@@ -306,6 +314,14 @@ func (e *Engine) forgetEchoes(clusterKey string) {
 
 func echoKey(clusterKey, kind, ns, name string) string {
 	return clusterKey + "|" + kind + "|" + ns + "/" + name
+}
+
+// echo is the engine's own last write of one copy, whose watch event is
+// expected: the resourceVersion it gave the copy, and the copy's identity
+// (copyID), by which CopyChanged tells whether it is still wanted.
+type echo struct {
+	rv     string
+	copyID string
 }
 
 // kindOfObject names the kind of a typed Secret or ConfigMap (informers'
