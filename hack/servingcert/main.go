@@ -15,23 +15,17 @@ package main
 
 import (
 	"bytes"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha1"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"text/template"
 	"time"
+
+	"github.com/courier-dev/courier/pkg/pki"
 )
 
 // options are the command line.
@@ -103,59 +97,19 @@ func generate(o options, now time.Time) (*bundle, error) {
 		fmt.Sprintf("%s.%s.svc.cluster.local", o.service, o.namespace),
 		fmt.Sprintf("%s.%s", o.service, o.namespace),
 	}
-	notBefore := now.Add(-time.Hour) // tolerate small clock skew between nodes
-	notAfter := now.Add(o.validity)
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	caSKI, err := subjectKeyID(caKey.Public())
-	if err != nil {
-		return nil, err
-	}
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: fmt.Sprintf("courier-ca@%d", now.Unix())},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		SubjectKeyId:          caSKI,
-	}
-	caDER, err := createCertificate(caTmpl, caTmpl, caKey.Public(), caKey)
+	ca, err := pki.NewCA(fmt.Sprintf("courier-ca@%d", now.Unix()), now, o.validity)
 	if err != nil {
 		return nil, fmt.Errorf("signing the CA: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: dnsNames[0]},
-		NotBefore:   notBefore,
-		NotAfter:    notAfter,
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    dnsNames,
-	}
-	der, err := createCertificate(tmpl, caCert, key.Public(), caKey)
+	serving, err := ca.Issue(pki.CertSpec{
+		CommonName: dnsNames[0],
+		DNSNames:   dnsNames,
+		Usages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("signing the serving certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	notAfter := now.Add(o.validity)
 	enc := base64.StdEncoding.EncodeToString
 	data := map[string]string{
 		"Namespace":  o.namespace,
@@ -163,9 +117,9 @@ func generate(o options, now time.Time) (*bundle, error) {
 		"SecretName": o.secretName,
 		"Host":       dnsNames[0],
 		"NotAfter":   notAfter.UTC().Format(time.RFC3339),
-		"CA":         enc(caPEM),
-		"Cert":       enc(certPEM),
-		"Key":        enc(keyPEM),
+		"CA":         enc(ca.CertPEM),
+		"Cert":       enc(serving.CertPEM),
+		"Key":        enc(serving.KeyPEM),
 	}
 	b := &bundle{dnsNames: dnsNames, notAfter: notAfter}
 	if b.secret, err = render(secretTemplate, data); err != nil {
@@ -175,26 +129,6 @@ func generate(o options, now time.Time) (*bundle, error) {
 		return nil, err
 	}
 	return b, nil
-}
-
-func createCertificate(tmpl, parent *x509.Certificate, pub crypto.PublicKey, signer crypto.Signer) ([]byte, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	tmpl.SerialNumber = serial
-	return x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
-}
-
-// subjectKeyID follows RFC 5280 §4.2.1.2 (1): SHA-1 of the public key bits.
-// Go copies it into the AuthorityKeyId of the certificates the CA signs.
-func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha1.Sum(der)
-	return sum[:], nil
 }
 
 func render(t *template.Template, data map[string]string) ([]byte, error) {

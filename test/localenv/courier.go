@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/courier-dev/courier/pkg/pki"
 )
 
 const (
@@ -151,11 +153,11 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, _, err := ca.write(dir, "ca"); err != nil {
+	if _, _, err := writeKeyPair(ca, dir, "ca"); err != nil {
 		return nil, nil, err
 	}
 	svc := courierServiceName + "." + o.Namespace + ".svc"
-	serving, err := ca.issue(certSpec{
+	serving, err := ca.Issue(pki.CertSpec{
 		CommonName: svc,
 		// The aggregator verifies <service>.<namespace>.svc; the rest are
 		// for direct access.
@@ -166,7 +168,7 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 	if err != nil {
 		return nil, nil, err
 	}
-	certFile, keyFile, err := serving.write(dir, "serving")
+	certFile, keyFile, err := writeKeyPair(serving, dir, "serving")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -47,6 +47,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/courier-dev/courier/pkg/pki"
 )
 
 // Options configures Start.
@@ -108,9 +110,9 @@ type Cluster struct {
 	AuditLog string
 
 	env           *Env
-	ca            *keyPair // signs the serving certificate and all client certificates
-	admin         *keyPair // client certificate of Kubeconfig and Config
-	kcmCert       *keyPair // kube-controller-manager's client certificate
+	ca            *pki.KeyPair // signs the serving certificate and all client certificates
+	admin         *pki.KeyPair // client certificate of Kubeconfig and Config
+	kcmCert       *pki.KeyPair // kube-controller-manager's client certificate
 	kcmKubeconfig string
 	apiserverArgs func(port int) []string
 	apiserver     *process
@@ -363,11 +365,11 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 	if c.ca, err = newCA(name + "-ca"); err != nil {
 		return nil, err
 	}
-	caFile, _, err := c.ca.write(dir, "ca")
+	caFile, _, err := writeKeyPair(c.ca, dir, "ca")
 	if err != nil {
 		return nil, err
 	}
-	serving, err := c.ca.issue(certSpec{
+	serving, err := c.ca.Issue(pki.CertSpec{
 		CommonName: "kube-apiserver",
 		DNSNames:   []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 		IPs:        []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1)},
@@ -376,7 +378,7 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	servingCert, servingKey, err := serving.write(dir, "apiserver")
+	servingCert, servingKey, err := writeKeyPair(serving, dir, "apiserver")
 	if err != nil {
 		return nil, err
 	}
@@ -388,19 +390,19 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	frontCAFile, _, err := frontCA.write(dir, "front-proxy-ca")
+	frontCAFile, _, err := writeKeyPair(frontCA, dir, "front-proxy-ca")
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := frontCA.issue(certSpec{CommonName: "front-proxy-client", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	proxy, err := frontCA.Issue(pki.CertSpec{CommonName: "front-proxy-client", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
 		return nil, err
 	}
-	proxyCert, proxyKey, err := proxy.write(dir, "front-proxy-client")
+	proxyCert, proxyKey, err := writeKeyPair(proxy, dir, "front-proxy-client")
 	if err != nil {
 		return nil, err
 	}
-	saKey, err := newKey()
+	saKey, err := pki.NewKey()
 	if err != nil {
 		return nil, err
 	}
@@ -417,12 +419,12 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 		return nil, err
 	}
 
-	if c.admin, err = c.ca.issue(certSpec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if c.admin, err = c.ca.Issue(pki.CertSpec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, err
 	}
 	// kube-controller-manager uses its own identity, bound by the bootstrap
 	// RBAC policy, as in kubeadm clusters: this keeps RBAC behaviour real.
-	if c.kcmCert, err = c.ca.issue(certSpec{CommonName: "system:kube-controller-manager", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if c.kcmCert, err = c.ca.Issue(pki.CertSpec{CommonName: "system:kube-controller-manager", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, err
 	}
 
@@ -566,7 +568,7 @@ func (c *Cluster) Start(ctx context.Context) error { return c.startAPIServer(ctx
 // and the same credentials as a rest.Config. No RBAC is granted: tests bind
 // what they need, which is the point of having a non-admin identity.
 func (e *Env) UserKubeconfig(c *Cluster, user string, groups ...string) (string, *rest.Config, error) {
-	kp, err := c.ca.issue(certSpec{CommonName: user, Organization: groups, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	kp, err := c.ca.Issue(pki.CertSpec{CommonName: user, Organization: groups, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
 		return "", nil, err
 	}

@@ -4,19 +4,19 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"github.com/courier-dev/courier/pkg/pki"
 )
 
-func mustCA(t *testing.T, name string) *keyPair {
+func mustCA(t *testing.T, name string) *pki.KeyPair {
 	t.Helper()
 	ca, err := newCA(name)
 	if err != nil {
@@ -25,107 +25,17 @@ func mustCA(t *testing.T, name string) *keyPair {
 	return ca
 }
 
-func poolOf(certs ...*x509.Certificate) *x509.CertPool {
-	p := x509.NewCertPool()
-	for _, c := range certs {
-		p.AddCert(c)
-	}
-	return p
-}
-
-// TestServingCertSANs checks that a serving certificate verifies for every
-// name a client uses (the aggregator uses <service>.<namespace>.svc) and
-// for nothing else.
-func TestServingCertSANs(t *testing.T) {
-	ca := mustCA(t, "test-ca")
-	leaf, err := ca.issue(certSpec{
-		CommonName: "courier-api.courier-system.svc",
-		DNSNames:   []string{"courier-api.courier-system.svc", "localhost"},
-		IPs:        []net.IP{net.IPv4(127, 0, 0, 1)},
-		Usages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name    string
-		host    string
-		wantErr bool
-	}{
-		{"service name the aggregator checks", "courier-api.courier-system.svc", false},
-		{"localhost", "localhost", false},
-		{"loopback IP", "127.0.0.1", false},
-		{"other service", "api.courier-system.svc", true},
-		{"other IP", "10.0.0.1", true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := leaf.Cert.Verify(x509.VerifyOptions{
-				DNSName:   tc.host,
-				Roots:     poolOf(ca.Cert),
-				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			})
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("Verify(%s) error = %v, wantErr %v", tc.host, err, tc.wantErr)
-			}
-		})
-	}
-}
-
-// TestChainVerification checks which roots and usages a certificate
-// verifies against: a certificate of one cluster must not work on another.
-func TestChainVerification(t *testing.T) {
-	ca := mustCA(t, "cluster-a-ca")
-	other := mustCA(t, "cluster-b-ca")
-	client, err := ca.issue(certSpec{CommonName: "alice", Organization: []string{"dev", "ops"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.issue(certSpec{CommonName: "kube-apiserver", DNSNames: []string{"kubernetes"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name    string
-		cert    *x509.Certificate
-		roots   *x509.CertPool
-		usage   x509.ExtKeyUsage
-		wantErr bool
-	}{
-		{"client cert, own CA", client.Cert, poolOf(ca.Cert), x509.ExtKeyUsageClientAuth, false},
-		{"client cert, other cluster's CA", client.Cert, poolOf(other.Cert), x509.ExtKeyUsageClientAuth, true},
-		{"client cert used for serving", client.Cert, poolOf(ca.Cert), x509.ExtKeyUsageServerAuth, true},
-		{"serving cert, own CA", server.Cert, poolOf(ca.Cert), x509.ExtKeyUsageServerAuth, false},
-		{"serving cert used as client", server.Cert, poolOf(ca.Cert), x509.ExtKeyUsageClientAuth, true},
-		{"CA is self-signed root", ca.Cert, poolOf(ca.Cert), x509.ExtKeyUsageAny, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.cert.Verify(x509.VerifyOptions{Roots: tc.roots, KeyUsages: []x509.ExtKeyUsage{tc.usage}})
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("Verify error = %v, wantErr %v", err, tc.wantErr)
-			}
-		})
-	}
-	if client.Cert.Subject.CommonName != "alice" || !slices.Equal(client.Cert.Subject.Organization, []string{"dev", "ops"}) {
-		t.Errorf("client subject = %v, want CN=alice O=[dev ops] (user and groups for Kubernetes)", client.Cert.Subject)
-	}
-	if !bytes.Equal(client.Cert.AuthorityKeyId, ca.Cert.SubjectKeyId) || len(ca.Cert.SubjectKeyId) == 0 {
-		t.Errorf("authority key id %x does not match CA subject key id %x", client.Cert.AuthorityKeyId, ca.Cert.SubjectKeyId)
-	}
-}
-
 // TestPEMRoundTrip checks that written files are what Kubernetes flags read:
 // the certificate parses, the key parses and matches it.
 func TestPEMRoundTrip(t *testing.T) {
 	ca := mustCA(t, "ca")
-	leaf, err := ca.issue(certSpec{CommonName: "x", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	leaf, err := ca.Issue(pki.CertSpec{CommonName: "x", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for _, kp := range []*keyPair{ca, leaf} {
-		certPath, keyPath, err := kp.write(dir, kp.Cert.Subject.CommonName)
+	for _, kp := range []*pki.KeyPair{ca, leaf} {
+		certPath, keyPath, err := writeKeyPair(kp, dir, kp.Cert.Subject.CommonName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +66,7 @@ func TestPEMRoundTrip(t *testing.T) {
 // the same credentials, with data embedded (it is copied into Secrets).
 func TestKubeconfigRoundTrip(t *testing.T) {
 	ca := mustCA(t, "ca")
-	client, err := ca.issue(certSpec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	client, err := ca.Issue(pki.CertSpec{CommonName: "admin", Organization: []string{"system:masters"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
 		t.Fatal(err)
 	}
