@@ -26,7 +26,7 @@ func (e *KubeconfigError) Error() string { return e.Msg }
 
 // The namespaces, besides the Cluster's own, that a kubeconfig Secret may be
 // read from (DESIGN §2; Fleet v0.16, rancher/fleet#5224).
-var kubeconfigNamespaces = []string{"fleet-local", "fleet-default", "cattle-fleet-system", "cattle-fleet-clusters-system"}
+var kubeconfigNamespaces = []string{"fleet-local", "fleet-default", fleet.SystemNamespace, "cattle-fleet-clusters-system"}
 
 const kubeconfigNamespacePrefix = "cluster-"
 

@@ -16,7 +16,9 @@ import (
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
 
-const agentNamespace = "cattle-fleet-system"
+// agentNamespace is where Courier looks up ServiceAccounts downstream
+// (--agent-namespace, by default Fleet's own namespace).
+const agentNamespace = fleet.SystemNamespace
 
 // serviceAccountIn creates namespace ns (and the agent namespace) and a
 // ServiceAccount with no rights in downstream cluster i.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/courier-dev/courier/test/localenv"
 )
 
 // agentChartDir is courier-agent's chart, relative to repoRoot.
@@ -43,15 +45,13 @@ func TestPullInstallChart(t *testing.T) {
 		"replicas without leader election": {append(slices.Clone(agentChartValues), "--set", "replicas=2", "--set", "leaderElection.enabled=false"), "leaderElection.enabled"},
 	} {
 		t.Run(name+" is refused", func(t *testing.T) {
-			out, err := helmErr(t, append([]string{"template", "courier-agent", agentChartDir, "-n", localenvAgentNamespace}, c.values...)...)
+			out, err := helmErr(t, append([]string{"template", "courier-agent", agentChartDir, "-n", localenv.AgentNamespace}, c.values...)...)
 			if err == nil || !strings.Contains(out, c.want) {
 				t.Errorf("want an error naming %s, got err=%v:\n%s", c.want, err, out)
 			}
 		})
 	}
 }
-
-const localenvAgentNamespace = "cattle-fleet-system"
 
 // TestPullInstallAppliesServerSide has a real downstream kube-apiserver
 // validate the agent's plain manifests and its rendered chart (schema,
@@ -75,7 +75,7 @@ func TestPullInstallAppliesServerSide(t *testing.T) {
 		}
 	})
 	t.Run("chart", func(t *testing.T) {
-		rendered := helm(t, append([]string{"template", "courier-agent", agentChartDir, "-n", localenvAgentNamespace}, agentChartValues...)...)
+		rendered := helm(t, append([]string{"template", "courier-agent", agentChartDir, "-n", localenv.AgentNamespace}, agentChartValues...)...)
 		dir, err := os.MkdirTemp("", "courier-agent-install-")
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ func TestPullInstallFlagsKnown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := helm(t, append([]string{"template", "courier-agent", agentChartDir, "-n", localenvAgentNamespace,
+	chart := helm(t, append([]string{"template", "courier-agent", agentChartDir, "-n", localenv.AgentNamespace,
 		"--set", "upstreamID=x", "--set", "requireServiceAccount=true", "--set", "extraArgs[0]=--v=3"}, agentChartValues...)...)
 	for name, manifests := range map[string]string{"manifest": string(plain), "chart": chart} {
 		cs, _, _ := unstructured.NestedSlice(find(t, decodeAll(t, manifests), "Deployment", "courier-agent").Object, "spec", "template", "spec", "containers")

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
 
 // AgentNamespace is where artifacts/agent installs courier-agent.
-const AgentNamespace = "cattle-fleet-system"
+const AgentNamespace = fleet.SystemNamespace
 
 // agentStopGrace covers the agent's drain of in-flight copies (20 s).
 const agentStopGrace = 30 * time.Second

@@ -23,6 +23,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
 	"github.com/courier-dev/courier/pkg/engine"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
@@ -95,7 +96,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		Logs:                     logs.NewOptions(),
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
 		CopyWorkers:              engine.DefaultWorkers,
-		AgentNamespace:           "cattle-fleet-system",
+		AgentNamespace:           fleetv1alpha1.SystemNamespace,
 		AgentReportNamespace:     "courier-system",
 		DenySensitiveExports:     true,
 		LeaderElection:           defaultLeaderElection(),
