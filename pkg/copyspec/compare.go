@@ -57,24 +57,6 @@ func ConfigMapNeedsRecreate(cur, want *corev1.ConfigMap) bool {
 	return isTrue(cur.Immutable) && !configMapContentEqual(cur, want)
 }
 
-// object is what Updated needs of *corev1.Secret and *corev1.ConfigMap.
-type object[T any] interface {
-	metav1.Object
-	DeepCopy() T
-}
-
-// Updated returns a copy of want carrying cur's resourceVersion and UID,
-// ready for an Update call: the resourceVersion makes the update fail with
-// a conflict rather than overwrite a change made since cur was read, and
-// the UID makes it fail rather than write into an object recreated under
-// the same name. want is not modified.
-func Updated[T object[T]](cur, want T) T {
-	out := want.DeepCopy()
-	out.SetResourceVersion(cur.GetResourceVersion())
-	out.SetUID(cur.GetUID())
-	return out
-}
-
 func secretContentEqual(cur, want *corev1.Secret) bool {
 	return secretType(cur.Type) == secretType(want.Type) &&
 		isTrue(cur.Immutable) == isTrue(want.Immutable) &&

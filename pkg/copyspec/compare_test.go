@@ -1,7 +1,6 @@
 package copyspec
 
 import (
-	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -198,42 +197,4 @@ func TestConfigMapNeedsRecreate(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestUpdated(t *testing.T) {
-	t.Run("secret", func(t *testing.T) {
-		want := wantSecret()
-		before := want.DeepCopy()
-		cur := want.DeepCopy()
-		asStored(&cur.ObjectMeta)
-		cur.Data = nil
-
-		got := Updated(cur, want)
-
-		expected := before.DeepCopy()
-		expected.ResourceVersion, expected.UID = "100", "copy-uid"
-		if !reflect.DeepEqual(got, expected) {
-			t.Errorf("Updated():\n got %#v\nwant %#v", got, expected)
-		}
-		if !reflect.DeepEqual(want, before) {
-			t.Errorf("Updated modified want: %#v", want)
-		}
-		got.Labels["x"] = "y"
-		if _, leaked := want.Labels["x"]; leaked {
-			t.Error("Updated result shares labels with want")
-		}
-	})
-	t.Run("configmap", func(t *testing.T) {
-		want := wantConfigMap()
-		cur := want.DeepCopy()
-		asStored(&cur.ObjectMeta)
-
-		got := Updated(cur, want)
-
-		expected := wantConfigMap()
-		expected.ResourceVersion, expected.UID = "100", "copy-uid"
-		if !reflect.DeepEqual(got, expected) {
-			t.Errorf("Updated():\n got %#v\nwant %#v", got, expected)
-		}
-	})
 }

@@ -1,12 +1,15 @@
 // Package copyspec decides what a downstream copy of an upstream Secret or
 // ConfigMap looks like, and whether an object found downstream is Courier's
-// to overwrite or delete (DESIGN.md §1, §3 rules 5, 7, 8 and 10).
+// to overwrite or delete (DESIGN.md §1, §3 rules 5, 7, 8, 10, 11 and 12).
 //
 // Everything here is a pure function of its arguments: no clients, no
 // caches. The copy engine builds the wanted object with Secret or ConfigMap,
-// checks the existing object with OwnershipOf, and then uses UpToDate,
-// NeedsRecreate and Updated to pick between doing nothing, Update, and
-// delete-then-create.
+// checks the existing object with OwnershipOf and FleetCopy, keeps the
+// writer a twin Cluster's copy names with AdoptWriter, and then uses
+// UpToDate and NeedsRecreate to pick between doing nothing, an update (at
+// the existing object's resourceVersion), and delete-then-create. The
+// selectors (ClusterSelector, UnlabelledSelector, FleetCopySelector) are
+// what the downstream informers watch.
 package copyspec
 
 import (
@@ -26,7 +29,7 @@ import (
 // Labels and annotations Courier puts on every copy. They are public names
 // (DESIGN.md §1): changing them orphans every copy already written.
 const (
-	// LabelManagedBy marks every copy; ManagedSelector selects on it.
+	// LabelManagedBy marks every copy.
 	LabelManagedBy = "courier.dev/managed-by"
 	ManagedByValue = "courier"
 	// LabelOwner holds OwnerHash of the upstream and HelmOp that wrote the copy.
@@ -146,12 +149,6 @@ func mustRequirement(key string, op selection.Operator, vals ...string) labels.R
 		panic(err)
 	}
 	return *r
-}
-
-// ManagedSelector selects every copy Courier manages, whoever owns it: for
-// informers on downstream Secrets/ConfigMaps and for removal sweeps.
-func ManagedSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue})
 }
 
 // Secret returns the downstream copy of src in namespace ns, for o.

@@ -261,26 +261,6 @@ func TestOwnerHash(t *testing.T) {
 	}
 }
 
-func TestManagedSelector(t *testing.T) {
-	tests := []struct {
-		labels map[string]string
-		want   bool
-	}{
-		{map[string]string{LabelManagedBy: ManagedByValue}, true},
-		{map[string]string{LabelManagedBy: ManagedByValue, LabelOwner: "x", "a": "b"}, true},
-		{map[string]string{LabelManagedBy: "helm"}, false},
-		{map[string]string{LabelOwner: ownerHash}, false},
-		{nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(labels.Set(tt.labels).String(), func(t *testing.T) {
-			if got := ManagedSelector().Matches(labels.Set(tt.labels)); got != tt.want {
-				t.Errorf("Matches(%v) = %v, want %v", tt.labels, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestOwnershipOf(t *testing.T) {
 	ours := Secret(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, "apps", owner)
 	mod := func(f func(o *corev1.Secret)) *corev1.Secret {

@@ -53,24 +53,24 @@ func TestMergePatch(t *testing.T) {
 
 func TestGetSet(t *testing.T) {
 	obj := decode(t, `{"spec":{"list":[1],"s":"x","m":{"tls.crt":"c"}}}`).(map[string]any)
-	if v, found, err := get(obj, rules.MustParsePath("spec.m[tls.crt]")); err != nil || !found || v != "c" {
+	if v, found, err := get(obj, mustParsePath("spec.m[tls.crt]")); err != nil || !found || v != "c" {
 		t.Errorf("get bracketed key = %v %v %v", v, found, err)
 	}
-	if _, found, err := get(obj, rules.MustParsePath("spec.missing.x")); err != nil || found {
+	if _, found, err := get(obj, mustParsePath("spec.missing.x")); err != nil || found {
 		t.Errorf("get missing = %v %v", found, err)
 	}
-	if _, _, err := get(obj, rules.MustParsePath("spec.list.x")); err == nil || !strings.Contains(err.Error(), "spec.list is not an object") {
+	if _, _, err := get(obj, mustParsePath("spec.list.x")); err == nil || !strings.Contains(err.Error(), "spec.list is not an object") {
 		t.Errorf("get through a list: %v", err)
 	}
-	if err := set(obj, rules.MustParsePath("spec.s.x"), "v"); err == nil || !strings.Contains(err.Error(), "spec.s is not an object") {
+	if err := set(obj, mustParsePath("spec.s.x"), "v"); err == nil || !strings.Contains(err.Error(), "spec.s is not an object") {
 		t.Errorf("set through a string: %v", err)
 	}
 	value := map[string]any{"k": "v"}
-	if err := set(obj, rules.MustParsePath("spec.new.deep[a.b]"), value); err != nil {
+	if err := set(obj, mustParsePath("spec.new.deep[a.b]"), value); err != nil {
 		t.Fatal(err)
 	}
 	value["k"] = "changed"
-	if got, _, _ := get(obj, rules.MustParsePath("spec.new.deep[a.b].k")); got != "v" {
+	if got, _, _ := get(obj, mustParsePath("spec.new.deep[a.b].k")); got != "v" {
 		t.Errorf("set did not copy its value: %v", got)
 	}
 }
@@ -115,4 +115,14 @@ func TestRowName(t *testing.T) {
 	if msgs := validation.IsDNS1123Subdomain(long); len(msgs) > 0 || long == RowName("Kind", strings.Repeat("n", 250), "spec.b") {
 		t.Errorf("long names: %q (len %d) must be at most 253 and distinct", long, len(long))
 	}
+}
+
+// mustParsePath is rules.ParsePath for paths written in a test; it panics
+// on error.
+func mustParsePath(s string) rules.Path {
+	p, err := rules.ParsePath(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

@@ -195,12 +195,6 @@ func (a *Agent) Start(ctx context.Context) error {
 	return a.WaitReady(ctx, 2*time.Minute)
 }
 
-// Running reports whether the agent process is running.
-func (a *Agent) Running() bool {
-	done, _ := a.proc.exited()
-	return !done
-}
-
 // BuildAgent builds ./cmd/agent into outPath with the version stamp of
 // `make build` (see BuildCourier).
 func BuildAgent(ctx context.Context, repoRoot, outPath string) error {

@@ -41,9 +41,6 @@ type Rule struct {
 	Err error
 }
 
-// Valid reports whether the rule can be applied.
-func (r Rule) Valid() bool { return r.Err == nil }
-
 // DestinationName is the destination for display and row names: the
 // canonical path when it parsed, else the text as written.
 func (r Rule) DestinationName() string {

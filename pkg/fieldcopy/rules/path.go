@@ -102,15 +102,6 @@ func ParsePath(s string) (Path, error) {
 	return p, nil
 }
 
-// MustParsePath is ParsePath for paths written in code; it panics on error.
-func MustParsePath(s string) Path {
-	p, err := ParsePath(s)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 // String returns the canonical text of p: plain segments joined by ".",
 // a segment holding "." in brackets. ParsePath(p.String()) equals p for
 // every Path that ParsePath can return.

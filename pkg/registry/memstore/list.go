@@ -223,20 +223,6 @@ func (s *Store[T]) List(namespace string, match func(T) bool) (items []T, resour
 	return page.Items, page.ResourceVersion
 }
 
-// ListExact is List as of resourceVersion: the state right after the change
-// that got that version, and that version in canonical form. It can go back
-// as far as the history reaches (or to a state kept for a paged list); for a
-// version older than that or newer than the current one it returns 410 Gone
-// (a client asking for an exact version then relists), for one that is not
-// a number 400 Bad Request.
-func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bool) (items []T, normalizedResourceVersion string, err error) {
-	page, err := s.ListPage(namespace, match, PageOptions{ResourceVersion: resourceVersion})
-	if err != nil {
-		return nil, "", err
-	}
-	return page.Items, page.ResourceVersion, nil
-}
-
 // snapshotAt returns the state at rv: a kept snapshot, the current state or
 // one rebuilt from the history; 410 Gone when there is none of these.
 func (s *Store[T]) snapshotAt(rv uint64) (*snapshot[T], error) {

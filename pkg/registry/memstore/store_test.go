@@ -349,6 +349,21 @@ func TestList(t *testing.T) {
 	}
 }
 
+// ListExact, for these tests, is List as of resourceVersion: the state
+// right after the change that got that version, and that version in
+// canonical form. It can go back as far as the history reaches (or to a
+// state kept for a paged list); for a version older than that or newer than
+// the current one it returns 410 Gone (a client asking for an exact version
+// then relists), for one that is not a number 400 Bad Request. The server
+// asks ListPage the same (pkg/registry/computed).
+func (s *Store[T]) ListExact(namespace, resourceVersion string, match func(T) bool) (items []T, normalizedResourceVersion string, err error) {
+	page, err := s.ListPage(namespace, match, PageOptions{ResourceVersion: resourceVersion})
+	if err != nil {
+		return nil, "", err
+	}
+	return page.Items, page.ResourceVersion, nil
+}
+
 func TestListExact(t *testing.T) {
 	s, _ := newTestStore(WithHistorySize(3))
 	type snapshot struct {
