@@ -1,6 +1,9 @@
 // Package apiserver assembles Courier's aggregated API server: the generic
 // server from k8s.io/apiserver, with no etcd of its own, serving the computed
-// courier.dev resources.
+// courier.dev resources from the stores their producers fill, lists of them
+// written from each row's cached encoding (listencoding.go), and pull
+// delivery's subresources of downstreamcopies (DESIGN §9): payload, read
+// from upstream when an agent asks, and status, where agents report.
 package apiserver
 
 import (

@@ -1,9 +1,12 @@
 // Package downstream keeps one client per downstream cluster, built from the
-// kubeconfig Secret its Fleet Cluster names (DESIGN.md §2). Clusters are
-// independent (§3.10): building or using one cluster's client never waits for
-// another cluster, and an unreachable cluster fails fast. Clusters that reach
-// one kube-apiserver as one user share its watches (watchSet), each reading
-// only its own copies.
+// kubeconfig Secret its Fleet Cluster names (DESIGN.md §2), or, for a
+// courier-agent, from its own cluster's config (NewClient). A kubeconfig
+// that would run a command or read a file in Courier's process is refused,
+// and errors quoting one never carry its credentials (kubeconfig.go,
+// redact.go). Clusters are independent (§3 rule 10): building or using one
+// cluster's client never waits for another cluster, and an unreachable
+// cluster fails fast. Clusters that reach one kube-apiserver as one user
+// share its watches (watchSet), each reading only its own copies.
 package downstream
 
 import (

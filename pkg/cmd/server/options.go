@@ -1,5 +1,10 @@
-// Package server holds Courier's command line: flags, options, and the
-// wiring from options to a running API server and view controllers.
+// Package server holds courier-apiserver's command line: flags and
+// options, and the wiring from them to a running process: the informers,
+// the export rule, the downstream clients, the copy engine, the view
+// controller and the field copies (wiring.go); pull delivery's agent
+// reports and payloads (agents.go); leader election, which switches the
+// writers on and off (leader.go); and the API server, which stops serving
+// only after the engine has stopped and the Lease is released (start.go).
 package server
 
 import (

@@ -5,10 +5,11 @@
 // by the initial-events-end bookmark) and the selector transitions the
 // watch cache of a kube-apiserver produces.
 //
-// The producer (the copy engine) either hands the complete set to Replace,
-// and the store works out what changed, or hands the objects it changed to
-// Upsert and the keys of those it removed to Delete, which costs nothing for
-// the objects it did not touch. Objects held by the store are never
+// A producer either hands the complete set to Replace, and the store works
+// out what changed (the field copies, pkg/fieldcopy), or hands the objects
+// it changed to Upsert and the keys of those it removed to Delete, which
+// costs nothing for the objects it did not touch (the downstreamcopies
+// view, pkg/copyview). Objects held by the store are never
 // modified after they are stored, and every object handed out (by Get, List
 // or to a watcher) is a deep copy of its own.
 package memstore
