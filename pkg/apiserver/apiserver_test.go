@@ -63,11 +63,14 @@ func (agents) ClustersOf(u string) []types.NamespacedName {
 }
 func (agents) HasSynced() bool { return true }
 
+// dcpRow is a row as the view computes it for a source that exists (the
+// payload is decided from the spec: a row without a source
+// resourceVersion names a missing source).
 func dcpRow(name, kind, source string) *courier.DownstreamCopy {
 	return &courier.DownstreamCopy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: name},
 		Spec: courier.DownstreamCopySpec{HelmOp: "app", Cluster: "edge1",
-			Source: courier.CopySource{Kind: kind, Name: source}, Target: courier.CopyTarget{Namespace: "apps", Name: source}},
+			Source: courier.CopySource{Kind: kind, Name: source, ResourceVersion: "4"}, Target: courier.CopyTarget{Namespace: "apps", Name: source}},
 		Status: courier.DownstreamCopyStatus{Phase: courier.CopyPhaseSynced},
 	}
 }

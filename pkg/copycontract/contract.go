@@ -12,6 +12,7 @@
 package copycontract
 
 import (
+	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,34 @@ func SupportedKind(kind string) (string, bool) {
 	return "", false
 }
 
+// Invalid returns why no copy can ever be written for a row with this
+// spec, whatever exists upstream: an unsupported kind, no name, or a
+// destination namespace no namespace can be named. It returns "" for a
+// spec that is copyable once its source exists. The view shows the
+// reason as the row's Invalid message; the payload endpoint refuses with
+// it.
+func Invalid(spec courier.DownstreamCopySpec) string {
+	src := spec.Source
+	kind, ok := SupportedKind(src.Kind)
+	switch {
+	case !ok:
+		return fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", src.Kind)
+	case src.Name == "":
+		return fmt.Sprintf("%s entry has no name", kind)
+	}
+	if errs := validation.IsDNS1123Label(spec.Target.Namespace); len(errs) > 0 {
+		return fmt.Sprintf("destination namespace %q cannot exist: %s", spec.Target.Namespace, strings.Join(errs, "; "))
+	}
+	return ""
+}
+
+// SourceMissing reports whether a valid spec names a source that does not
+// exist: the view found no object of that name, so the spec carries no
+// source resourceVersion.
+func SourceMissing(spec courier.DownstreamCopySpec) bool {
+	return Invalid(spec) == "" && spec.Source.ResourceVersion == ""
+}
+
 // Copyable reports whether a copy can be written for a row with this spec:
 // its kind is supported, it names its source, the source exists (an object
 // read from the API always has a resourceVersion; a missing source has none
@@ -79,7 +108,5 @@ func SupportedKind(kind string) (string, bool) {
 // agent and the payload endpoint decide from it, so nobody decides what to
 // copy from a displayed status.
 func Copyable(spec courier.DownstreamCopySpec) bool {
-	_, ok := SupportedKind(spec.Source.Kind)
-	return ok && spec.Source.Name != "" && spec.Source.ResourceVersion != "" &&
-		len(validation.IsDNS1123Label(spec.Target.Namespace)) == 0
+	return Invalid(spec) == "" && spec.Source.ResourceVersion != ""
 }

@@ -52,3 +52,41 @@ func TestCopyable(t *testing.T) {
 		})
 	}
 }
+
+// Invalid, SourceMissing and Copyable split every spec in three, by the
+// spec alone: invalid whatever exists upstream, valid with a missing
+// source, copyable.
+func TestInvalidAndSourceMissing(t *testing.T) {
+	spec := func(kind, name, rv, ns string) courier.DownstreamCopySpec {
+		return courier.DownstreamCopySpec{Cluster: "c1", Source: courier.CopySource{Kind: kind, Name: name, ResourceVersion: rv},
+			Target: courier.CopyTarget{Namespace: ns, Name: name}}
+	}
+	for _, tc := range []struct {
+		name     string
+		spec     courier.DownstreamCopySpec
+		invalid  string // a part of Invalid's reason; "" for none
+		missing  bool
+		copyable bool
+	}{
+		{"copyable", spec("Secret", "s", "7", "apps"), "", false, true},
+		{"missing source", spec("ConfigMap", "cm", "", "apps"), "", true, false},
+		{"unsupported kind", spec("Deployment", "d", "", "apps"), `kind "Deployment" cannot be copied`, false, false},
+		{"unsupported kind with a resourceVersion", spec("Deployment", "d", "7", "apps"), `kind "Deployment" cannot be copied`, false, false},
+		{"no name", spec("secret", "", "", "apps"), "Secret entry has no name", false, false},
+		{"bad namespace", spec("Secret", "s", "7", "Not_A_Namespace"), `destination namespace "Not_A_Namespace" cannot exist`, false, false},
+		{"bad namespace, missing source", spec("Secret", "s", "", ""), `destination namespace "" cannot exist`, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why := Invalid(tc.spec)
+			if (tc.invalid == "") != (why == "") || !strings.Contains(why, tc.invalid) {
+				t.Errorf("Invalid = %q, want %q", why, tc.invalid)
+			}
+			if got := SourceMissing(tc.spec); got != tc.missing {
+				t.Errorf("SourceMissing = %v, want %v", got, tc.missing)
+			}
+			if got := Copyable(tc.spec); got != tc.copyable {
+				t.Errorf("Copyable = %v, want %v", got, tc.copyable)
+			}
+		})
+	}
+}

@@ -239,30 +239,25 @@ func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match
 		}
 	}
 	row.Status = baseStatus(row.Namespace, row.Spec)
-	if verdict.Denied() && row.Status.Phase == courier.CopyPhasePending {
+	if verdict.Denied() && copycontract.Copyable(row.Spec) {
 		deny(row, verdict)
 	}
 	return row, nil
 }
 
 // baseStatus is a row's status from its spec alone, before anything the
-// engine recorded: Invalid for an unsupported kind, a missing name or a
-// destination namespace no namespace can be named, SourceMissing when the source does not exist, else Pending (Copyable).
+// engine recorded, by the contract's rules: Invalid for a spec no copy can
+// be written for (copycontract.Invalid), SourceMissing when the source
+// does not exist, else Pending (copycontract.Copyable).
 func baseStatus(namespace string, spec courier.DownstreamCopySpec) courier.DownstreamCopyStatus {
-	src := spec.Source
-	kind, ok := copycontract.SupportedKind(src.Kind)
-	switch {
-	case !ok:
-		return status(courier.CopyPhaseInvalid, fmt.Sprintf("kind %q cannot be copied: only Secret and ConfigMap are supported", src.Kind))
-	case src.Name == "":
-		return status(courier.CopyPhaseInvalid, fmt.Sprintf("%s entry has no name", kind))
-	case len(validation.IsDNS1123Label(spec.Target.Namespace)) > 0:
-		return status(courier.CopyPhaseInvalid, fmt.Sprintf("destination namespace %q cannot exist: %s", spec.Target.Namespace,
-			strings.Join(validation.IsDNS1123Label(spec.Target.Namespace), "; ")))
-	case src.ResourceVersion == "":
-		return status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s %s/%s does not exist", kind, namespace, src.Name))
+	if why := copycontract.Invalid(spec); why != "" {
+		return status(courier.CopyPhaseInvalid, why)
 	}
-	return status(courier.CopyPhasePending, fmt.Sprintf("%s %s/%s is not copied to cluster %s yet", kind, namespace, src.Name, spec.Cluster))
+	kind, _ := copycontract.SupportedKind(spec.Source.Kind)
+	if copycontract.SourceMissing(spec) {
+		return status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s %s/%s does not exist", kind, namespace, spec.Source.Name))
+	}
+	return status(courier.CopyPhasePending, fmt.Sprintf("%s %s/%s is not copied to cluster %s yet", kind, namespace, spec.Source.Name, spec.Cluster))
 }
 
 // status returns a status with the given phase and a Ready condition that

@@ -17,6 +17,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
@@ -136,25 +137,29 @@ func (r *PayloadREST) Get(ctx context.Context, name string, _ *metav1.GetOptions
 	return nil, noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf("kind %q cannot be copied", src.Kind))
 }
 
-// copyable refuses rows that have nothing to write: rows whose copy is not
-// delivered (courier.LabelDeliver: copies no HelmOp wants any more, and
-// sources that may never be exported), Invalid (not a Secret or
-// ConfigMap, or no name), and SourceMissing. Every other phase -- Pending,
-// Synced, Forbidden, Conflict, Unreachable -- describes a copy that should
-// exist downstream. Whatever the row says, the source read is checked
-// again (ClientSources.Guard).
+// copyable refuses rows that have nothing to write, deciding from the
+// row's label and spec, never from its displayed phase (which the view
+// composes partly from this agent's own last report): a row whose copy is
+// not delivered (courier.LabelDeliver=false: a leftover copy no HelmOp
+// wants any more, or a source that may never be exported) is 409; a spec
+// no copy can be written for (copycontract.Invalid) is 409; a spec
+// without a source resourceVersion names a source that does not exist,
+// 404. Every other row describes a copy that should exist downstream,
+// whatever the push engine or the agent last saw. Whatever the row says,
+// the source read is checked again (ClientSources.Guard). The phase
+// appears in the messages only, for the reader.
 func copyable(row *courier.DownstreamCopy) error {
 	if !courier.Delivered(row.Labels) {
 		return noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf(
 			"its copy is not delivered (%s=false, phase %s): %s", courier.LabelDeliver, row.Status.Phase, row.Status.Message))
 	}
-	switch row.Status.Phase {
-	case courier.CopyPhaseSourceMissing:
-		return noPayload(http.StatusNotFound, metav1.StatusReasonNotFound, row, fmt.Sprintf(
-			"its source %s %s/%s does not exist (phase SourceMissing)", row.Spec.Source.Kind, row.Namespace, row.Spec.Source.Name))
-	case courier.CopyPhaseInvalid, courier.CopyPhaseDeleting, courier.CopyPhaseKept:
+	if why := copycontract.Invalid(row.Spec); why != "" {
 		return noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf(
-			"its phase is %s: %s", row.Status.Phase, row.Status.Message))
+			"its phase is %s: %s", courier.CopyPhaseInvalid, why))
+	}
+	if copycontract.SourceMissing(row.Spec) {
+		return noPayload(http.StatusNotFound, metav1.StatusReasonNotFound, row, fmt.Sprintf(
+			"its source %s %s/%s does not exist (phase %s)", row.Spec.Source.Kind, row.Namespace, row.Spec.Source.Name, courier.CopyPhaseSourceMissing))
 	}
 	return nil
 }

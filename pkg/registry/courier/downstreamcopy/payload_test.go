@@ -112,19 +112,19 @@ func newPayloadREST(t *testing.T, sources Sources) *PayloadREST {
 		payloadRow("app.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseSynced, true),
 		payloadRow("app.edge1.configmap.cm", "edge1", "ConfigMap", "cm", courier.CopyPhasePending, false),
 		payloadRow("app.edge1.secret.gone", "edge1", "Secret", "gone", courier.CopyPhasePending, false),
-		payloadRow("app.edge1.secret.missing", "edge1", "Secret", "missing", courier.CopyPhaseSourceMissing, false),
+		missingSource(payloadRow("app.edge1.secret.missing", "edge1", "Secret", "missing", courier.CopyPhaseSourceMissing, false)),
 		payloadRow("app.edge1.deployment.d", "edge1", "Deployment", "d", courier.CopyPhaseInvalid, false),
-		payloadRow("old.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseDeleting, false),
-		payloadRow("kept.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseKept, true),
+		undelivered(payloadRow("old.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseDeleting, false)),
+		undelivered(payloadRow("kept.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseKept, true)),
 		payloadRow("app.edge2.secret.s", "edge2", "Secret", "s", courier.CopyPhaseSynced, false),
-		deniedRow(payloadRow("denied.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseDenied, false)),
+		undelivered(payloadRow("denied.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhaseDenied, false)),
 	})
 	return NewPayloadREST(store, sources, fakeAgents{}, upstream, guard)
 }
 
-// deniedRow labels a row as the view labels a row whose copy is not
-// delivered.
-func deniedRow(r *courier.DownstreamCopy) *courier.DownstreamCopy {
+// undelivered labels a row as the view labels a row whose copy is not
+// delivered (Denied, and the rows of leftover copies: Kept, Deleting).
+func undelivered(r *courier.DownstreamCopy) *courier.DownstreamCopy {
 	if r.Labels == nil {
 		r.Labels = map[string]string{}
 	}
@@ -232,14 +232,35 @@ func TestPayloadConfigMap(t *testing.T) {
 	}
 }
 
-// TestPayloadPhases: rows whose copy should exist downstream have a
-// payload whatever the push engine last saw; the others do not.
+// missingSource makes a row's spec name a source that does not exist, as
+// the view computes it: no source resourceVersion.
+func missingSource(r *courier.DownstreamCopy) *courier.DownstreamCopy {
+	r.Spec.Source.ResourceVersion = ""
+	return r
+}
+
+// TestPayloadPhases: the payload is decided from the row's label and spec,
+// never from the phase it displays (which the view composes partly from
+// the agent's own last report): a delivered, copyable row has a payload
+// whatever its phase says, and a row whose spec names no existing source
+// has none, whatever its phase says.
 func TestPayloadPhases(t *testing.T) {
-	for _, phase := range []courier.CopyPhase{courier.CopyPhasePending, courier.CopyPhaseSynced, courier.CopyPhaseForbidden, courier.CopyPhaseConflict, courier.CopyPhaseUnreachable} {
+	all := []courier.CopyPhase{courier.CopyPhasePending, courier.CopyPhaseSynced, courier.CopyPhaseForbidden, courier.CopyPhaseConflict,
+		courier.CopyPhaseUnreachable, courier.CopyPhaseSourceMissing, courier.CopyPhaseInvalid, courier.CopyPhaseDeleting, courier.CopyPhaseKept}
+	for _, phase := range all {
 		store := memstore.New[*courier.DownstreamCopy]()
-		store.Replace([]*courier.DownstreamCopy{payloadRow("app.edge1.secret.s", "edge1", "Secret", "s", phase, false)})
-		if _, err := NewPayloadREST(store, defaultSources(), fakeAgents{}, upstream, nil).Get(asUser("agent-edge1"), "app.edge1.secret.s", nil); err != nil {
-			t.Errorf("phase %s: %v", phase, err)
+		store.Replace([]*courier.DownstreamCopy{
+			payloadRow("app.edge1.secret.s", "edge1", "Secret", "s", phase, false),
+			missingSource(payloadRow("app.edge1.secret.missing", "edge1", "Secret", "missing", phase, false)),
+		})
+		rest := NewPayloadREST(store, defaultSources(), fakeAgents{}, upstream, nil)
+		if _, err := rest.Get(asUser("agent-edge1"), "app.edge1.secret.s", nil); err != nil {
+			t.Errorf("copyable row displaying %s: %v", phase, err)
+		}
+		// Refused before any read upstream (the read would 404 too).
+		if _, err := rest.Get(asUser("agent-edge1"), "app.edge1.secret.missing", nil); !apierrors.IsNotFound(err) ||
+			!strings.Contains(err.Error(), "does not exist (phase SourceMissing)") {
+			t.Errorf("row without a source displaying %s: %v, want 404 from its spec", phase, err)
 		}
 	}
 }
@@ -260,9 +281,9 @@ func TestPayloadErrors(t *testing.T) {
 		{"SourceMissing", "agent-edge1", "app.edge1.secret.missing", nil, http.StatusNotFound,
 			`"app.edge1.secret.missing" has no payload: its source Secret fleet-default/missing does not exist (phase SourceMissing)`},
 		{"Invalid", "agent-edge1", "app.edge1.deployment.d", nil, http.StatusConflict,
-			`"app.edge1.deployment.d" has no payload: its phase is Invalid: message of app.edge1.deployment.d`},
-		{"Deleting", "agent-edge1", "old.edge1.secret.s", nil, http.StatusConflict, "its phase is Deleting"},
-		{"Kept", "agent-edge1", "kept.edge1.secret.s", nil, http.StatusConflict, "its phase is Kept"},
+			`"app.edge1.deployment.d" has no payload: its phase is Invalid: kind "Deployment" cannot be copied`},
+		{"Deleting", "agent-edge1", "old.edge1.secret.s", nil, http.StatusConflict, "its copy is not delivered (courier.dev/deliver=false, phase Deleting)"},
+		{"Kept", "agent-edge1", "kept.edge1.secret.s", nil, http.StatusConflict, "its copy is not delivered (courier.dev/deliver=false, phase Kept)"},
 		{"not delivered (Denied)", "agent-edge1", "denied.edge1.secret.s", nil, http.StatusConflict,
 			"its copy is not delivered (courier.dev/deliver=false, phase Denied): message of denied.edge1.secret.s"},
 		{"source denied since the row was computed", "agent-edge1", "app.edge1.secret.s", optedOutSources(), http.StatusForbidden,
