@@ -20,19 +20,37 @@ import (
 
 // TestEnvSelfTest brings up real clusters and checks what the other suites
 // rely on: kubectl works on each cluster, a user certificate is subject to
-// RBAC, a stopped downstream comes back on the same port with its data,
-// Courier (if COURIER_BINARY is set) becomes Available through the
+// RBAC (and is refused by another cluster), a stopped downstream comes back
+// on the same port with its data, Courier becomes Available through the
 // aggregator, and Stop leaves no process behind.
 //
-// It starts three clusters, so it is opt-in: LOCALENV_SELFTEST=1 with
-// COURIER_TOOLS_BIN set to the output of hack/build-tools.sh.
+// It runs in `make test` with the suites (about half a minute: three
+// clusters, one restart, one Courier): the suites take these for granted,
+// and only here would a change to the environment that breaks them fail by
+// name. Like the suites, it finds or builds the tools (COURIER_TOOLS_BIN,
+// else hack/build-tools.sh) and Courier (COURIER_BINARY, else
+// BuildCourier), and is skipped only in -short mode.
 func TestEnvSelfTest(t *testing.T) {
-	binDir := os.Getenv("COURIER_TOOLS_BIN")
-	if os.Getenv("LOCALENV_SELFTEST") == "" || binDir == "" {
-		t.Skip("set LOCALENV_SELFTEST=1 and COURIER_TOOLS_BIN=$(hack/build-tools.sh)")
+	if testing.Short() {
+		t.Skip("starts real clusters; skipped in -short mode, as the suites are")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := ToolsBin(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	courierBinary := os.Getenv("COURIER_BINARY")
+	if courierBinary == "" {
+		courierBinary = filepath.Join(t.TempDir(), "courier-apiserver")
+		if err := BuildCourier(ctx, root, courierBinary); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	began := time.Now()
 	env, err := Start(ctx, Options{Dir: t.TempDir(), BinDir: binDir, Log: t.Logf})
@@ -92,45 +110,39 @@ func TestEnvSelfTest(t *testing.T) {
 		}
 	})
 
-	if bin := os.Getenv("COURIER_BINARY"); bin != "" {
-		t.Run("Courier becomes Available through the aggregator", func(t *testing.T) {
-			root, err := RepoRoot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Courier's caches, and so its /readyz, need the Fleet CRDs.
-			if _, err := env.Kubectl(ctx, env.Upstream, "apply", "-f", filepath.Join(root, "artifacts", "crds")); err != nil {
-				t.Fatal(err)
-			}
-			c, err := env.StartCourier(ctx, CourierOptions{Binary: bin})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := env.Kubectl(ctx, env.Upstream, "get", "apiservice", APIServiceName)
-			t.Logf("%s", out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Through the aggregator, Courier sees the caller (front-proxy
-			// headers) and asks the upstream RBAC about them.
-			if _, err := env.Kubectl(ctx, env.Upstream, "get", "downstreamcopies", "-A"); err != nil {
-				t.Errorf("admin: %v", err)
-			}
-			_, cfg, err := env.UserKubeconfig(env.Upstream, "bob")
-			if err != nil {
-				t.Fatal(err)
-			}
-			gvr := schema.GroupVersionResource{Group: "courier.dev", Version: "v1alpha1", Resource: "downstreamcopies"}
-			_, err = dynamic.NewForConfigOrDie(cfg).Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `"bob"`) {
-				t.Errorf("bob lists downstreamcopies: %v, want Forbidden naming bob", err)
-			}
-			c.Stop()
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	t.Run("Courier becomes Available through the aggregator", func(t *testing.T) {
+		// Courier's caches, and so its /readyz, need the Fleet CRDs.
+		if _, err := env.Kubectl(ctx, env.Upstream, "apply", "-f", filepath.Join(root, "artifacts", "crds")); err != nil {
+			t.Fatal(err)
+		}
+		c, err := env.StartCourier(ctx, CourierOptions{Binary: courierBinary})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := env.Kubectl(ctx, env.Upstream, "get", "apiservice", APIServiceName)
+		t.Logf("%s", out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Through the aggregator, Courier sees the caller (front-proxy
+		// headers) and asks the upstream RBAC about them.
+		if _, err := env.Kubectl(ctx, env.Upstream, "get", "downstreamcopies", "-A"); err != nil {
+			t.Errorf("admin: %v", err)
+		}
+		_, cfg, err := env.UserKubeconfig(env.Upstream, "bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvr := schema.GroupVersionResource{Group: "courier.dev", Version: "v1alpha1", Resource: "downstreamcopies"}
+		_, err = dynamic.NewForConfigOrDie(cfg).Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `"bob"`) {
+			t.Errorf("bob lists downstreamcopies: %v, want Forbidden naming bob", err)
+		}
+		c.Stop()
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	env.Stop()
 	env.Stop() // idempotent
