@@ -102,7 +102,7 @@ func (f *fixture) wholeRecompute() {
 	}
 	for _, r := range rows {
 		if st, ok := f.engine.Status(rowKey(r)); ok {
-			overlay(r, st)
+			r.Status = compose(r.Status, r.Spec.Cluster, delivery{record: &st})
 		}
 	}
 	rows = withLeftovers(rows, nil)

@@ -1,8 +1,6 @@
 package copyview
 
 import (
-	"fmt"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -62,9 +60,10 @@ func leftoverRow(l copycontract.Leftover) *courier.DownstreamCopy {
 			Target:        courier.CopyTarget{Namespace: l.TargetNamespace, Name: l.Name},
 			KeepResources: l.Keep,
 		},
-		Status: status(l.Phase, l.Message),
 	}
-	row.Status.SyncedResourceVersion = l.SyncedResourceVersion
+	base := status(l.Phase, l.Message)
+	base.SyncedResourceVersion = l.SyncedResourceVersion
+	row.Status = compose(base, l.Cluster, delivery{})
 	return row
 }
 
@@ -92,27 +91,4 @@ func leftoverRows(wanted map[string]bool, leftovers []copycontract.Leftover) []*
 		}
 	}
 	return rows
-}
-
-// overlay replaces the view's own guess of a row's status with what the
-// engine saw. Invalid rows keep their phase: the engine does not touch
-// them. A SourceMissing row keeps its phase, and says so when a copy made
-// earlier stays downstream.
-func overlay(row *courier.DownstreamCopy, st copycontract.Status) {
-	switch row.Status.Phase {
-	case courier.CopyPhasePending:
-		s := status(st.Phase, st.Message)
-		s.SyncedResourceVersion = st.SyncedResourceVersion
-		s.LastSyncTime = st.LastSyncTime
-		row.Status = s
-	case courier.CopyPhaseSourceMissing:
-		if st.SyncedResourceVersion == "" {
-			return
-		}
-		s := status(courier.CopyPhaseSourceMissing, fmt.Sprintf("%s; the copy made from resourceVersion %s stays in cluster %s",
-			row.Status.Message, st.SyncedResourceVersion, row.Spec.Cluster))
-		s.SyncedResourceVersion = st.SyncedResourceVersion
-		s.LastSyncTime = st.LastSyncTime
-		row.Status = s
-	}
 }

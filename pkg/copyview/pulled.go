@@ -1,7 +1,6 @@
 package copyview
 
 import (
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -22,8 +21,8 @@ import (
 //   - once it has not been heard for three of its report intervals:
 //     Unreachable, saying when it was last heard (RFC 3339).
 //
-// The phases the view computes itself (Invalid, SourceMissing) keep
-// precedence, as over the engine's record (see overlay). A report change
+// The phases the view computes itself (Invalid, SourceMissing, Denied)
+// keep precedence, as over the engine's record (see compose). A report change
 // re-overlays only its Cluster's rows, and a timer at each Cluster's
 // deadline does the same when the heartbeat runs out: the cost of both is
 // that Cluster's rows, never every row.
@@ -56,55 +55,56 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 	return u, u != ""
 }
 
-// rowStatus returns the status to overlay on a computed row: its agent's
-// report for a pulled Cluster's row, the engine's record otherwise.
-func (c *Controller) rowStatus(r *courier.DownstreamCopy) (copycontract.Status, bool) {
+// delivery returns what a computed row's deliverer says of it, for
+// compose: its agent's report for a pulled Cluster's row, the engine's
+// record otherwise (none when no engine runs).
+func (c *Controller) delivery(r *courier.DownstreamCopy) delivery {
 	if user, pulled := c.agentUser(r.Namespace, r.Spec.Cluster); pulled {
-		return c.reportedStatus(r, user), true
+		return c.reported(r, user)
 	}
 	if c.engine == nil {
-		return copycontract.Status{}, false
+		return delivery{}
 	}
-	return c.engine.Status(rowKey(r))
+	if st, ok := c.engine.Status(rowKey(r)); ok {
+		return delivery{record: &st}
+	}
+	return delivery{}
 }
 
-// reportedStatus is a pulled Cluster's row's status from its agent's
-// report. While the heartbeat is fresh it makes sure the Cluster's rows
-// are looked at again when it runs out.
-func (c *Controller) reportedStatus(r *courier.DownstreamCopy, user string) copycontract.Status {
+// reported is a pulled Cluster's row's delivery from its agent's report.
+// While the heartbeat is fresh it makes sure the Cluster's rows are
+// looked at again when it runs out.
+func (c *Controller) reported(r *courier.DownstreamCopy, user string) delivery {
 	cluster := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster}
+	agent := &agentState{user: user, cluster: cluster}
 	var rep *agentreport.Report
 	if c.inputs.Reports != nil {
 		rep, _ = c.inputs.Reports.Report(cluster)
 	}
 	if rep == nil || rep.Heartbeat.LastHeard.IsZero() {
-		return waiting(user, cluster)
+		return delivery{agent: agent}
 	}
-	e, reported := rep.Rows[r.Name]
-	var st copycontract.Status
-	if reported {
-		st = copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
+	agent.lastHeard, agent.interval = rep.Heartbeat.LastHeard.Time, rep.Heartbeat.Interval.Duration
+	d := delivery{agent: agent}
+	if e, ok := rep.Rows[r.Name]; ok {
+		st := copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
 		if e.LastSyncTime != nil {
 			t := *e.LastSyncTime
 			st.LastSyncTime = &t
 		}
+		d.record = &st
 	}
 	due := rep.Deadline()
-	if !c.clock.Now().Before(due) {
-		st.Phase = courier.CopyPhaseUnreachable
-		st.Message = fmt.Sprintf("the courier-agent %s of Cluster %s was last heard at %s and reports every %s: nothing for %d intervals",
-			user, cluster, rep.Heartbeat.LastHeard.UTC().Format(time.RFC3339), rep.Heartbeat.Interval.Duration, agentreport.MissedIntervals)
-		return st
+	if agent.overdue = !c.clock.Now().Before(due); !agent.overdue {
+		c.scheduleDeadline(cluster, due)
 	}
-	c.scheduleDeadline(cluster, due)
-	if !reported {
-		return waiting(user, cluster)
-	}
-	return st
+	return d
 }
 
-func waiting(user string, cluster types.NamespacedName) copycontract.Status {
-	return copycontract.Status{Phase: courier.CopyPhasePending, Message: fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report", user, cluster)}
+// composeRow gives a computed row, whose status is its base, the status
+// compose makes of it with what its deliverer says.
+func (c *Controller) composeRow(r *courier.DownstreamCopy) {
+	r.Status = compose(r.Status, r.Spec.Cluster, c.delivery(r))
 }
 
 // scheduleDeadline makes sure a Cluster's rows are re-evaluated at due

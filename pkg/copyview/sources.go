@@ -96,9 +96,7 @@ func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, s
 		return false
 	}
 	for _, r := range rows {
-		if st, ok := c.rowStatus(r); ok {
-			overlay(r, st)
-		}
+		c.composeRow(r)
 	}
 	c.mu.Lock()
 	c.stampLocked(rows)

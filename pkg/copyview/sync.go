@@ -48,9 +48,7 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 		c.engine.SetDesired(op, delivered(rows))
 	}
 	for _, r := range rows {
-		if st, ok := c.rowStatus(r); ok {
-			overlay(r, st)
-		}
+		c.composeRow(r)
 	}
 	if c.engine != nil {
 		left = leftoverRows(wanted, c.engine.Leftovers(op))
@@ -117,9 +115,7 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 			continue // a Denied row's status is the view's own
 		}
 		r.Status = baseStatus(r.Namespace, r.Spec)
-		if st, ok := c.rowStatus(r); ok {
-			overlay(r, st)
-		}
+		c.composeRow(r)
 		rows = append(rows, r)
 	}
 	c.mu.Lock()

@@ -600,8 +600,9 @@ func TestRowsNotCopied(t *testing.T) {
 			existing: []runtime.Object{oldCopy},
 			wantDown: []string{},
 			wantUp:   []string{"get secrets fleet-default/db"},
-			wantStatus: &copycontract.Status{Phase: courier.CopyPhaseSourceMissing,
-				Message: "Secret fleet-default/db does not exist"},
+			// The engine does not decide SourceMissing: the view does.
+			wantStatus: &copycontract.Status{Phase: courier.CopyPhasePending,
+				Message: "source Secret fleet-default/db not found upstream; waiting for the view"},
 		},
 	}
 	for _, tc := range cases {
@@ -989,7 +990,7 @@ func TestNoSecretDataInMessages(t *testing.T) {
 		row("Secret", "b", "1", courier.CopyPhasePending), // updated
 		row("Secret", "c", "1", courier.CopyPhasePending), // conflict
 		row("Secret", "d", "1", courier.CopyPhasePending), // forbidden
-		row("Secret", "f", "1", courier.CopyPhasePending), // source missing
+		row("Secret", "f", "1", courier.CopyPhasePending), // source not found upstream (Pending: only the view says SourceMissing)
 	}
 	_ = env.reconcile(rows...)
 	phases := map[courier.CopyPhase]bool{}
@@ -1006,7 +1007,7 @@ func TestNoSecretDataInMessages(t *testing.T) {
 	phases[env.mustStatus(rows[1]).Phase] = true
 
 	for _, p := range []courier.CopyPhase{courier.CopyPhaseSynced, courier.CopyPhaseConflict, courier.CopyPhaseForbidden,
-		courier.CopyPhaseSourceMissing, courier.CopyPhaseUnreachable} {
+		courier.CopyPhasePending, courier.CopyPhaseUnreachable} {
 		if !phases[p] {
 			t.Errorf("no row reached phase %s; the check below would miss its messages", p)
 		}

@@ -51,8 +51,12 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 	what := describe(c.kind, c.targetNS, c.name)
 	src, err := e.sources.get(ctx, sourceKey{c.kind, c.helmOp.Namespace, c.name}, c.sourceRV, c.rowKey)
 	if apierrors.IsNotFound(err) {
-		return plan{out: outcome{status: copycontract.Status{Phase: courier.CopyPhaseSourceMissing,
-			Message: fmt.Sprintf("%s %s/%s does not exist", c.kind, c.helmOp.Namespace, c.name)}}}
+		// Only the view decides that a source is missing (its row's spec
+		// then has no resourceVersion and reaches no engine): until it
+		// sees the delete, the engine says what it found and decides
+		// nothing, keeping the copy made before.
+		return plan{out: outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
+			Message: fmt.Sprintf("source %s %s/%s not found upstream; waiting for the view", c.kind, c.helmOp.Namespace, c.name)}}}
 	} else if v, denied := exportpolicy.IsDenied(err); denied {
 		// The read refused a source the view had not found denied yet (an
 		// annotation added a moment ago): nothing is written, and the view

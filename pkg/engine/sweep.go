@@ -46,18 +46,9 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 	keptLegacy := false
 	for _, kind := range sweptKinds {
 		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
-		managed, err := ops.listManaged(ctx)
+		managed, err := sweptCopies(ctx, ops, kind, legacy, unlabelled)
 		if err != nil {
 			return nil, err
-		}
-		if legacy {
-			// Copies written before the cluster-hash label existed are not in
-			// the informer's selection: found once per client by a live list.
-			old, err := unlabelled(ctx, kind)
-			if err != nil {
-				return nil, err
-			}
-			managed = append(managed, old...)
 		}
 		for _, obj := range managed {
 			claim, ok := copyspec.ClaimedOwner(obj)
@@ -114,4 +105,21 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 		e.legacySwept(key, client)
 	}
 	return left, failed
+}
+
+// sweptCopies lists the copies of one kind the sweep looks at: Courier's
+// own from the informer and, when legacy, those written before the
+// cluster-hash label existed, which are not in the informer's selection
+// (found once per client by a live list).
+func sweptCopies(ctx context.Context, ops kindOps, kind string, legacy bool,
+	unlabelled func(ctx context.Context, kind string) ([]object, error)) ([]object, error) {
+	managed, err := ops.listManaged(ctx)
+	if err != nil || !legacy {
+		return managed, err
+	}
+	old, err := unlabelled(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	return append(managed, old...), nil
 }

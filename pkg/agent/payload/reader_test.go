@@ -115,7 +115,7 @@ func TestReadPayload(t *testing.T) {
 	}
 }
 
-// Errors are the API's, so the engine sees NotFound as SourceMissing; a
+// Errors are the API's, so the engine sees NotFound as a source not found; a
 // payload that is not what the row names is refused without quoting it.
 func TestReadErrors(t *testing.T) {
 	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},

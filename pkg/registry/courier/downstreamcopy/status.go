@@ -14,6 +14,8 @@ import (
 
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -63,10 +65,11 @@ func (r *StatusREST) New() runtime.Object { return &courier.DownstreamCopy{} }
 func (r *StatusREST) Destroy() {}
 
 // Update implements rest.Updater: it records the agent's report and
-// returns the row with the reported status. The row as listed shows it
-// once every replica's view has read the report, within moments; a
-// phase the view computes itself (Invalid, SourceMissing) keeps
-// precedence there.
+// returns the row with the status it will show with this report
+// (copyview.ReportedStatus): the reported one, unless the view decided
+// the row's phase itself (Invalid, SourceMissing, Denied, Kept,
+// Deleting). The row as listed shows it once every replica's view has
+// read the report, within moments.
 func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc,
 	_ rest.ValidateObjectUpdateFunc, _ bool, _ *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	ns := genericapirequest.NamespaceValue(ctx)
@@ -98,11 +101,9 @@ func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.Updat
 		}
 		return nil, false, apierrors.NewInternalError(fmt.Errorf("keeping the report of Cluster %s: %w", cluster, err))
 	}
-	row.Status = courier.DownstreamCopyStatus{
-		Phase:                 entry.Phase,
-		Message:               entry.Message,
-		SyncedResourceVersion: entry.SyncedResourceVersion,
-		LastSyncTime:          entry.LastSyncTime,
-	}
+	// The answer is the row as the view will show it with this report,
+	// composed by the view's one composer.
+	row.Status = copyview.ReportedStatus(row, copycontract.Status{Phase: entry.Phase, Message: entry.Message,
+		SyncedResourceVersion: entry.SyncedResourceVersion, LastSyncTime: entry.LastSyncTime})
 	return row, false, nil
 }

@@ -1,0 +1,211 @@
+package copyview
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/courier-dev/courier/pkg/agentreport"
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
+)
+
+// A row's status has one composer, compose, and every path that writes a
+// row's status goes through it: a HelmOp's sync, the refresh of rows whose
+// record changed, a source's new version, a report, the answer of the
+// status endpoint (ReportedStatus) and the rows of leftover copies. It
+// takes
+//
+//   - the base: what the view alone decides from the row's spec and its
+//     source's export verdict (baseStatus, deny): Invalid, SourceMissing,
+//     Denied or Pending; for the row of a leftover copy, the Kept or
+//     Deleting the engine found;
+//   - the deliverer's record of the row: the engine's copycontract.Status
+//     for a pushed Cluster, the entry its agent reported for a pulled one,
+//     or none;
+//   - for a pulled Cluster, how its agent's reports stand: heard within
+//     its deadline, awaited (nothing yet) or silent (heard, then nothing
+//     for agentreport.MissedIntervals of its intervals).
+//
+// The first rule of precedence that matches decides what shows. So the
+// view alone decides Invalid, SourceMissing and Denied, and a deliverer's
+// word shows only on a row the view found Pending.
+
+// deliverer is who delivers a row's copy, and for a pulled Cluster how its
+// agent's reports stand.
+type deliverer int
+
+const (
+	anyDeliverer deliverer = iota
+	byEngine               // a pushed Cluster: Courier's engine
+	agentHeard             // pulled; its agent reported within its deadline
+	agentAwaited           // pulled; no report from its agent yet, not overdue
+	agentSilent            // pulled; its agent was heard, then nothing for MissedIntervals intervals
+)
+
+// recordIs is what the deliverer recorded of the row.
+type recordIs int
+
+const (
+	recordAny    recordIs = iota
+	hasRecord             // it has a record of the row
+	noRecord              // it has none
+	recordOfCopy          // its record names a copy made (a synced resourceVersion)
+)
+
+// shows is what the composed status shows.
+type shows int
+
+const (
+	showBase        shows = iota // the base as it is
+	showBaseAndCopy              // the base, saying the copy made earlier stays (synced RV and time from the record)
+	showRecord                   // the deliverer's record
+	showAwaited                  // Pending, naming the agent waited for and since when
+	showUnreachable              // Unreachable, saying when the agent was last heard (the record's synced RV and time kept)
+)
+
+// precedenceRule is one row of the precedence table.
+type precedenceRule struct {
+	base   courier.CopyPhase
+	by     deliverer
+	record recordIs
+	shows  shows
+}
+
+// precedence is the precedence table: the first rule whose base, deliverer
+// and record match decides (docs/design-decisions.md repeats it).
+var precedence = []precedenceRule{
+	// The view's verdicts on the spec, and leftover copies: no deliverer
+	// changes them.
+	{courier.CopyPhaseInvalid, anyDeliverer, recordAny, showBase},
+	{courier.CopyPhaseDenied, anyDeliverer, recordAny, showBase},
+	{courier.CopyPhaseKept, anyDeliverer, recordAny, showBase},
+	{courier.CopyPhaseDeleting, anyDeliverer, recordAny, showBase},
+	// A missing source stays SourceMissing, saying so when a copy stays.
+	{courier.CopyPhaseSourceMissing, anyDeliverer, recordOfCopy, showBaseAndCopy},
+	{courier.CopyPhaseSourceMissing, anyDeliverer, recordAny, showBase},
+	// Pending: an overdue agent first, then a waited-for agent, then the
+	// deliverer's record, else the base.
+	{courier.CopyPhasePending, agentSilent, recordAny, showUnreachable},
+	{courier.CopyPhasePending, agentAwaited, recordAny, showAwaited},
+	{courier.CopyPhasePending, agentHeard, noRecord, showAwaited},
+	{courier.CopyPhasePending, anyDeliverer, hasRecord, showRecord},
+	{courier.CopyPhasePending, byEngine, noRecord, showBase},
+}
+
+// delivery is what a row's deliverer says of it, as compose takes it.
+type delivery struct {
+	// record is the engine's record of the row, or its agent's reported
+	// entry; nil when there is none.
+	record *copycontract.Status
+	// agent is the pulled Cluster's agent; nil for a pushed Cluster.
+	agent *agentState
+}
+
+// agentState is how a pulled Cluster's agent's reports stand.
+type agentState struct {
+	user    string
+	cluster types.NamespacedName
+	// lastHeard is its last heartbeat, zero when it never reported, and
+	// interval the report interval it last reported.
+	lastHeard time.Time
+	interval  time.Duration
+	// overdue: its deadline (MissedIntervals of its interval after
+	// lastHeard) has passed.
+	overdue bool
+}
+
+func (d delivery) deliverer() deliverer {
+	switch {
+	case d.agent == nil:
+		return byEngine
+	case d.agent.lastHeard.IsZero():
+		return agentAwaited
+	case d.agent.overdue:
+		return agentSilent
+	}
+	return agentHeard
+}
+
+func (r precedenceRule) matches(base courier.CopyPhase, d delivery) bool {
+	if r.base != base || (r.by != anyDeliverer && r.by != d.deliverer()) {
+		return false
+	}
+	switch r.record {
+	case hasRecord:
+		return d.record != nil
+	case noRecord:
+		return d.record == nil
+	case recordOfCopy:
+		return d.record != nil && d.record.SyncedResourceVersion != ""
+	}
+	return true
+}
+
+// ruleFor returns the index of the rule that decides, -1 when none does
+// (a base phase the view never computes: it shows as it is).
+func ruleFor(base courier.CopyPhase, d delivery) int {
+	for i, r := range precedence {
+		if r.matches(base, d) {
+			return i
+		}
+	}
+	return -1
+}
+
+// compose returns a row's status from its base, the Cluster it is for and
+// what its deliverer says (see precedence).
+func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) courier.DownstreamCopyStatus {
+	i := ruleFor(base.Phase, d)
+	if i < 0 {
+		return base
+	}
+	var s courier.DownstreamCopyStatus
+	switch precedence[i].shows {
+	case showBase:
+		return base
+	case showBaseAndCopy:
+		s = status(base.Phase, fmt.Sprintf("%s; the copy made from resourceVersion %s stays in cluster %s",
+			base.Message, d.record.SyncedResourceVersion, cluster))
+	case showRecord:
+		s = status(d.record.Phase, d.record.Message)
+	case showAwaited:
+		return status(courier.CopyPhasePending, d.agent.awaited())
+	case showUnreachable:
+		s = status(courier.CopyPhaseUnreachable, d.agent.unreachable())
+	}
+	if d.record != nil {
+		s.SyncedResourceVersion = d.record.SyncedResourceVersion
+		s.LastSyncTime = d.record.LastSyncTime
+	}
+	return s
+}
+
+// awaited is the message of a row waiting for its agent's first report.
+func (a *agentState) awaited() string {
+	return fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report", a.user, a.cluster)
+}
+
+// unreachable is the message of a row whose agent is overdue.
+func (a *agentState) unreachable() string {
+	return fmt.Sprintf("the courier-agent %s of Cluster %s was last heard at %s and reports every %s: nothing for %d intervals",
+		a.user, a.cluster, a.lastHeard.UTC().Format(time.RFC3339), a.interval, agentreport.MissedIntervals)
+}
+
+// ReportedStatus is the status the status endpoint answers an agent's
+// report with: row's status as it will show with reported as its agent's
+// fresh record. A row whose copy is not delivered keeps the status the
+// view gave it (Denied, Kept, Deleting); any other row's base is computed
+// from its spec, as the view computes it.
+func ReportedStatus(row *courier.DownstreamCopy, reported copycontract.Status) courier.DownstreamCopyStatus {
+	base := row.Status
+	if courier.Delivered(row.Labels) {
+		base = baseStatus(row.Namespace, row.Spec)
+	}
+	// The agent is heard: it reports now (any time will do for a heard,
+	// not overdue agent).
+	rec := reported
+	return compose(base, row.Spec.Cluster, delivery{record: &rec, agent: &agentState{
+		cluster: types.NamespacedName{Namespace: row.Namespace, Name: row.Spec.Cluster}, lastHeard: time.Now()}})
+}
