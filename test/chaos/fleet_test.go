@@ -131,7 +131,7 @@ func (f *fleetRun) setup(t *testing.T) {
 	if _, err := f.w.Wait(f.keys("r0", nil), t0, f.budget()); err != nil {
 		t.Fatalf("first copies: %v\n%s", err, fleetsim.RowsSummary(f.fc, workspace))
 	}
-	if err := fleetsim.WaitSynced(ctx, f.fc, workspace, f.n*len(f.listed), f.budget()); err != nil {
+	if err := f.waitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f.ready = true
@@ -197,8 +197,19 @@ func (f *fleetRun) converge(t *testing.T, value string, t0 time.Time) []time.Dur
 	if err != nil {
 		t.Fatalf("%v\n%s", err, fleetsim.RowsSummary(f.fc, workspace))
 	}
-	if err := fleetsim.WaitSynced(context.Background(), f.fc, workspace, f.n*len(f.listed), f.budget()); err != nil {
+	if err := f.waitSynced(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return lat
 }
+
+// waitSynced waits until the fleet HelmOp's rows, one per Cluster and
+// listed source, are all Synced (the guard HelmOp's are Conflict by
+// design, so rows are selected by HelmOp).
+func (f *fleetRun) waitSynced(ctx context.Context) error {
+	return fleetsim.WaitSyncedSelected(ctx, f.fc, workspace, fleetRows, f.n*len(f.listed), f.budget())
+}
+
+// fleetRows selects the fleet HelmOp's rows (the row label of their
+// HelmOp).
+const fleetRows = "courier.dev/helmop=" + helmOpName

@@ -22,6 +22,11 @@ import (
 
 const kills = 3
 
+// inFlightAtKill bounds the writes a killed Courier had sent and the
+// kube-apiserver still carried out after the kill's snapshot: the
+// default --copy-workers (16) Clusters, each writing four copies at once.
+const inFlightAtKill = 16 * 4
+
 func isConflict(err error) bool { return apierrors.IsConflict(err) }
 
 // testKill is scenario 1: the fleet's sources all change, Courier is
@@ -35,6 +40,7 @@ func testKill(t *testing.T, f *fleetRun) {
 	ctx := context.Background()
 	f.setup(t)
 	foreign := f.createForeign(t)
+	occ := f.occupy(t)
 	removed := f.listed[len(f.listed)-1]
 
 	var stale map[string]bool
@@ -92,9 +98,16 @@ func testKill(t *testing.T, f *fleetRun) {
 		t.Logf("changed foreign objects: %q", changed)
 	}
 
+	f.checkOccupied(t, occ)
+
+	// Every copy stale at the kill needs one write carried out, and no
+	// more: writes in flight when Courier was killed may still have landed
+	// after the snapshot (at most --copy-workers Clusters, four writes
+	// each), which is the only slack below.
 	writes, accepted, needless := f.writesSince(t, restarted, stale)
+	low := max(len(stale)-inFlightAtKill, 1)
 	results.add(t, "1 kill", "writes after the last restart (accepted) / copies stale at the last kill",
-		fmt.Sprintf("%d (%d) / %d", writes, accepted, len(stale)), "accepted <= stale", accepted <= len(stale))
+		fmt.Sprintf("%d (%d) / %d", writes, accepted, len(stale)), fmt.Sprintf("%d <= accepted <= stale", low), low <= accepted && accepted <= len(stale))
 	results.add(t, "1 kill", "writes after the last restart to copies current at the last kill", fmt.Sprint(needless), "0", needless == 0)
 }
 

@@ -120,8 +120,13 @@ func UpdateSources(ctx context.Context, kube kubernetes.Interface, ns string, na
 // Synced, read through the aggregator as a user would. The error carries
 // the rows by phase.
 func WaitSynced(ctx context.Context, fc versioned.Interface, ns string, want int, timeout time.Duration) error {
+	return WaitSyncedSelected(ctx, fc, ns, "", want, timeout)
+}
+
+// WaitSyncedSelected is WaitSynced over the rows a label selector picks.
+func WaitSyncedSelected(ctx context.Context, fc versioned.Interface, ns, selector string, want int, timeout time.Duration) error {
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := fc.CourierV1alpha1().DownstreamCopies(ns).List(ctx, metav1.ListOptions{})
+		list, err := fc.CourierV1alpha1().DownstreamCopies(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, nil
 		}
