@@ -1,0 +1,160 @@
+// Package node runs Courier as users run it, on a real container runtime
+// (issue 24, DESIGN §8a): its own containerd (Debian's 1.6, installed by
+// hack/install-node-deps.sh) with root, state and socket under a temporary
+// work directory, a pause image built here, and the images `make image`
+// wrote imported with `ctr images import`, never pulled. This first slice
+// checks the images themselves: each binary runs under containerd and
+// prints its version, as the image's non-root user; the arm64 image holds
+// an aarch64 binary; `make image` twice gives the same digests.
+//
+// It needs root and changes the machine (containerd, mounts, cgroups), so
+// it runs only with COURIER_NODE=1 (`make test-node`). `make test` runs
+// ./test/... too: there the package compiles and TestMain exits at once,
+// saying so.
+//
+// Everything it makes lives in its work directory (COURIER_NODE_KEEP=1
+// keeps it), except what containerd 1.6 puts in /run/containerd whatever
+// its config says (shim sockets, runc state; removed when empty) and the
+// cgroup /courier-node-<suffix> its containers run in (removed). Every
+// container gets its own network namespace with nothing but loopback; the
+// only listener outside one is the CRI plugin's stream server, on
+// 127.0.0.1.
+package node
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// env is the suite's environment, set up by TestMain.
+var env struct {
+	repoRoot  string
+	imagesDir string
+	workDir   string
+	ctrd      *containerd
+	// images maps each component (courier-apiserver, courier-agent) to its
+	// archive from `make image`.
+	images map[string]string
+}
+
+// suiteTimeout bounds the whole run, below `make test-node`'s go test
+// -timeout so that the clean-up always runs.
+const suiteTimeout = 40 * time.Minute
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv("COURIER_NODE") != "1" {
+		fmt.Println("node: skipped: the node suite needs root and starts its own containerd; run it with `make test-node` (COURIER_NODE=1)")
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "node: the node suite must run as root (it starts containerd, mounts and makes cgroups); run `make test-node` as root")
+		os.Exit(1)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
+	defer cancel()
+	var once sync.Once
+	teardown := func() { once.Do(stopEnv) }
+	defer teardown()
+	// An interrupted run still stops containerd and unmounts.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "node: %v: cleaning up\n", s)
+		cancel()
+		teardown()
+		os.Exit(1)
+	}()
+	if err := startEnv(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "node: setting up the environment failed:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// startEnv makes the work directory, starts containerd in it and imports
+// the pause image and both Courier images.
+func startEnv(ctx context.Context) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	env.repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
+	env.imagesDir = os.Getenv("COURIER_IMAGES_DIR")
+	if env.imagesDir == "" {
+		env.imagesDir = filepath.Join(env.repoRoot, "_output", "images")
+	}
+	env.images = map[string]string{}
+	for _, c := range []string{"courier-apiserver", "courier-agent"} {
+		p := filepath.Join(env.imagesDir, c+".oci.tar")
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%w (run `make image` first, or `make test-node`)", err)
+		}
+		env.images[c] = p
+	}
+	cni := os.Getenv("COURIER_NODE_CNI_BIN")
+	if cni == "" {
+		cni = "/usr/lib/cni"
+	}
+	// Short: unix socket paths must fit in 108 bytes.
+	if env.workDir, err = os.MkdirTemp("", "courier-node-"); err != nil {
+		return err
+	}
+	fmt.Println("node: work directory", env.workDir)
+	began := time.Now()
+	env.ctrd, err = startContainerd(ctx, filepath.Join(env.workDir, "containerd"), filepath.Base(env.workDir), cni)
+	if err != nil {
+		return err
+	}
+	pause, err := buildPauseImage(ctx, env.repoRoot, env.workDir)
+	if err != nil {
+		return err
+	}
+	for _, archive := range []string{pause, env.images["courier-apiserver"], env.images["courier-agent"]} {
+		ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		out, err := env.ctrd.ctr(ictx, "images", "import", archive)
+		cancel()
+		if err != nil {
+			return err
+		}
+		fmt.Print("node: ", out)
+	}
+	fmt.Printf("node: containerd up, images imported in %s\n", time.Since(began).Round(time.Second))
+	return nil
+}
+
+// stopEnv stops containerd and removes what the suite made.
+func stopEnv() {
+	if env.ctrd != nil {
+		if err := env.ctrd.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "node: clean-up:", err)
+		}
+	}
+	if env.workDir == "" {
+		return
+	}
+	if mounts, err := mountsUnder(env.workDir); err != nil || len(mounts) > 0 {
+		fmt.Fprintf(os.Stderr, "node: still mounted under %s (%v): %v; the work directory is kept\n", env.workDir, err, mounts)
+		return
+	}
+	if os.Getenv("COURIER_NODE_KEEP") != "" {
+		fmt.Println("node: kept", env.workDir)
+		return
+	}
+	if err := os.RemoveAll(env.workDir); err != nil {
+		fmt.Fprintln(os.Stderr, "node: clean-up:", err)
+	}
+}
