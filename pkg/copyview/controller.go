@@ -78,10 +78,13 @@ type Controller struct {
 	ready   bool
 
 	// clock decides when a pulled Cluster's agent is overdue and runs the
-	// timers that re-evaluate its rows then; dmu guards deadlines.
+	// timers that re-evaluate its rows then; dmu guards deadlines and
+	// awaiting.
 	clock     clock.WithDelayedExecution
 	dmu       sync.Mutex
 	deadlines map[types.NamespacedName]deadline
+	// awaiting are the pulled Clusters whose agent has not reported yet.
+	awaiting map[types.NamespacedName]awaitedAgent
 }
 
 // work is what a queued HelmOp needs: a full sync, or only some of its
@@ -176,6 +179,7 @@ func newController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		bySource:  newRowIndex[string](),
 		clock:     clock.RealClock{},
 		deadlines: map[types.NamespacedName]deadline{},
+		awaiting:  map[types.NamespacedName]awaitedAgent{},
 	}
 	c.leading.Store(true)
 	return c

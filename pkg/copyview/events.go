@@ -99,8 +99,10 @@ func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 			// Labels decide targeting; the agent-user annotation whether
 			// the Cluster is pulled, and so where its rows' status comes
 			// from.
-			if o == nil || n == nil || !labels.Equals(o.Labels, n.Labels) ||
-				o.Annotations[courier.AnnotationAgentUser] != n.Annotations[courier.AnnotationAgentUser] {
+			if o == nil || n == nil || o.Annotations[courier.AnnotationAgentUser] != n.Annotations[courier.AnnotationAgentUser] {
+				c.forgetPulledOf(obj) // a new agent is waited for from now
+				c.queueNamespaceOf(obj)
+			} else if !labels.Equals(o.Labels, n.Labels) {
 				c.queueNamespaceOf(obj)
 			}
 			// The Secret a Cluster names as its kubeconfig is never
@@ -113,9 +115,18 @@ func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
+			c.forgetPulledOf(obj)
 			c.queueNamespaceOf(obj)
 			c.queueKubeconfigListers(obj)
 		},
+	}
+}
+
+// forgetPulledOf forgets when a Cluster (an informer's object) was first
+// seen pulled.
+func (c *Controller) forgetPulledOf(obj any) {
+	if ns, name, ok := namespaceAndName(obj); ok {
+		c.forgetPulled(types.NamespacedName{Namespace: ns, Name: name})
 	}
 }
 

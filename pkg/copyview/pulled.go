@@ -15,7 +15,11 @@ import (
 // annotation is written by its courier-agent, not by the engine, and its
 // rows show what that agent reported:
 //
-//   - before the agent has reported on a row: Pending, waiting for it;
+//   - before the agent has reported on a row: Pending, waiting for it,
+//     naming the agent and, before its first report, since when the
+//     Cluster has been seen pulled;
+//   - when it has never reported, MissedIntervals default intervals after
+//     that: Unreachable, as a silent agent's rows;
 //   - while the agent's heartbeat is fresh: the phase, message, synced
 //     resourceVersion and time it reported;
 //   - once it has not been heard for three of its report intervals:
@@ -36,6 +40,13 @@ type Reports interface {
 	// HasSynced reports whether the reports have been read: until then a
 	// pulled Cluster's rows would show Pending after a restart.
 	HasSynced() bool
+}
+
+// awaitedAgent is a pulled Cluster whose agent has not reported yet:
+// its agent user, and since when the view has seen it pulled.
+type awaitedAgent struct {
+	user  string
+	since time.Time
 }
 
 // deadline is the pending re-evaluation of one pulled Cluster's rows.
@@ -82,8 +93,14 @@ func (c *Controller) reported(r *courier.DownstreamCopy, user string) delivery {
 		rep, _ = c.inputs.Reports.Report(cluster)
 	}
 	if rep == nil || rep.Heartbeat.LastHeard.IsZero() {
+		agent.since = c.pulledSince(cluster, user)
+		due := agent.since.Add(agentreport.MissedIntervals * agentreport.DefaultInterval)
+		if agent.overdue = !c.clock.Now().Before(due); !agent.overdue {
+			c.scheduleDeadline(cluster, due)
+		}
 		return delivery{agent: agent}
 	}
+	c.forgetPulled(cluster)
 	agent.lastHeard, agent.interval = rep.Heartbeat.LastHeard.Time, rep.Heartbeat.Interval.Duration
 	d := delivery{agent: agent}
 	if e, ok := rep.Rows[r.Name]; ok {
@@ -105,6 +122,29 @@ func (c *Controller) reported(r *courier.DownstreamCopy, user string) delivery {
 // compose makes of it with what its deliverer says.
 func (c *Controller) composeRow(r *courier.DownstreamCopy) {
 	r.Status = compose(r.Status, r.Spec.Cluster, c.delivery(r))
+}
+
+// pulledSince returns when the view first saw a pulled Cluster with this
+// agent user that has not reported yet: what its rows wait for the
+// agent's first report since, and what their deadline counts from. It is
+// this replica's memory: a restart, or another agent user, starts again.
+func (c *Controller) pulledSince(cluster types.NamespacedName, user string) time.Time {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if a, ok := c.awaiting[cluster]; ok && a.user == user {
+		return a.since
+	}
+	now := c.clock.Now()
+	c.awaiting[cluster] = awaitedAgent{user: user, since: now}
+	return now
+}
+
+// forgetPulled forgets when a Cluster was first seen pulled: its agent
+// has reported, or the Cluster is gone or changed its agent user.
+func (c *Controller) forgetPulled(cluster types.NamespacedName) {
+	c.dmu.Lock()
+	delete(c.awaiting, cluster)
+	c.dmu.Unlock()
 }
 
 // scheduleDeadline makes sure a Cluster's rows are re-evaluated at due

@@ -175,3 +175,73 @@ func TestReportOfClusterWithoutRows(t *testing.T) {
 		t.Error("a report of a Cluster without rows queued work")
 	}
 }
+
+// A pulled Cluster whose agent never reports: its rows wait for that
+// agent, saying since when, and turn Unreachable three default intervals
+// later by the deadline timer alone, writing only that Cluster's rows.
+func TestPulledAgentThatNeverReports(t *testing.T) {
+	f, reports, clk := newPulledFixture(t)
+	const creds = "app.c1.secret.creds"
+	wantPhase(t, f, creds, courier.CopyPhasePending,
+		"waiting for the courier-agent agent-c1 of Cluster fleet-default/c1 to report: nothing since 2026-11-30T12:00:00Z, "+
+			"when the Cluster was seen pulled; Unreachable after 1m30s without a report")
+	rv := f.rv()
+
+	clk.Step(agentreport.MissedIntervals*agentreport.DefaultInterval - time.Millisecond)
+	if f.c.queue.Len() != 0 {
+		t.Fatal("the first report's deadline fired early")
+	}
+	clk.Step(time.Millisecond)
+	if f.c.queue.Len() != 1 {
+		t.Fatal("the first report's deadline did not queue the Cluster's HelmOp")
+	}
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhaseUnreachable,
+		"the courier-agent agent-c1 of Cluster fleet-default/c1 has never reported: nothing since 2026-11-30T12:00:00Z")
+	wantPhase(t, f, "app.c1.secret.absent", courier.CopyPhaseSourceMissing, "")
+	wantPhase(t, f, "app.c1.deployment.web", courier.CopyPhaseInvalid, "")
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhaseConflict, "from the engine")
+	if got := f.rv() - rv; got != 1 {
+		t.Errorf("the deadline wrote %d rows, want 1 (creds)", got)
+	}
+	if calls := f.engine.takeCalls(); len(calls) != 0 {
+		t.Errorf("the deadline recomputed the HelmOp: %v", calls)
+	}
+
+	// The agent reports at last: its report shows, and the wait is over.
+	reports.set(pulledC1, clk.Now(), 2*time.Second, map[string]agentreport.Entry{creds: {Phase: courier.CopyPhaseSynced, Message: "copied"}})
+	f.c.ReportChanged(pulledC1)
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")
+	f.c.dmu.Lock()
+	_, waiting := f.c.awaiting[pulledC1]
+	f.c.dmu.Unlock()
+	if waiting {
+		t.Error("a Cluster whose agent reported is still awaited")
+	}
+}
+
+// Each pulled Cluster waits from when the view saw it pulled, and a
+// Cluster that turns pulled later waits from then.
+func TestPulledSinceIsPerCluster(t *testing.T) {
+	f, _, clk := newPulledFixture(t)
+	f.c.started.Store(true)
+	clk.Step(time.Minute)
+	old := cluster("c2", nil)
+	pulled := old.DeepCopy()
+	pulled.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-c2"}
+	f.update(old, pulled)
+	f.drain()
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhasePending,
+		"waiting for the courier-agent agent-c2 of Cluster fleet-default/c2 to report: nothing since 2026-11-30T12:01:00Z")
+
+	clk.Step(30 * time.Second) // c1's deadline
+	f.drain()
+	wantPhase(t, f, "app.c1.secret.creds", courier.CopyPhaseUnreachable, "has never reported")
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhasePending, "waiting for the courier-agent agent-c2")
+
+	clk.Step(time.Minute) // c2's
+	f.drain()
+	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhaseUnreachable,
+		"the courier-agent agent-c2 of Cluster fleet-default/c2 has never reported: nothing since 2026-11-30T12:01:00Z")
+}

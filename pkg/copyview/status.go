@@ -25,8 +25,10 @@ import (
 //     for a pushed Cluster, the entry its agent reported for a pulled one,
 //     or none;
 //   - for a pulled Cluster, how its agent's reports stand: heard within
-//     its deadline, awaited (nothing yet) or silent (heard, then nothing
-//     for agentreport.MissedIntervals of its intervals).
+//     its deadline, awaited (nothing yet), silent (heard, then nothing for
+//     agentreport.MissedIntervals of its intervals) or never heard
+//     (nothing for that many default intervals since the view first saw
+//     the Cluster pulled).
 //
 // The first rule of precedence that matches decides what shows. So the
 // view alone decides Invalid, SourceMissing and Denied, and a deliverer's
@@ -37,11 +39,12 @@ import (
 type deliverer int
 
 const (
-	anyDeliverer deliverer = iota
-	byEngine               // a pushed Cluster: Courier's engine
-	agentHeard             // pulled; its agent reported within its deadline
-	agentAwaited           // pulled; no report from its agent yet, not overdue
-	agentSilent            // pulled; its agent was heard, then nothing for MissedIntervals intervals
+	anyDeliverer    deliverer = iota
+	byEngine                  // a pushed Cluster: Courier's engine
+	agentHeard                // pulled; its agent reported within its deadline
+	agentAwaited              // pulled; no report from its agent yet, not overdue
+	agentSilent               // pulled; its agent was heard, then nothing for MissedIntervals intervals
+	agentNeverHeard           // pulled; no report for MissedIntervals default intervals since it was seen pulled
 )
 
 // recordIs is what the deliverer recorded of the row.
@@ -88,6 +91,7 @@ var precedence = []precedenceRule{
 	// Pending: an overdue agent first, then a waited-for agent, then the
 	// deliverer's record, else the base.
 	{courier.CopyPhasePending, agentSilent, recordAny, showUnreachable},
+	{courier.CopyPhasePending, agentNeverHeard, recordAny, showUnreachable},
 	{courier.CopyPhasePending, agentAwaited, recordAny, showAwaited},
 	{courier.CopyPhasePending, agentHeard, noRecord, showAwaited},
 	{courier.CopyPhasePending, anyDeliverer, hasRecord, showRecord},
@@ -111,8 +115,12 @@ type agentState struct {
 	// interval the report interval it last reported.
 	lastHeard time.Time
 	interval  time.Duration
-	// overdue: its deadline (MissedIntervals of its interval after
-	// lastHeard) has passed.
+	// since is when the view first saw the Cluster pulled: what a row
+	// waits for its agent's first report since.
+	since time.Time
+	// overdue: its deadline has passed: MissedIntervals of its interval
+	// after lastHeard, or of agentreport.DefaultInterval after since when
+	// it never reported.
 	overdue bool
 }
 
@@ -120,6 +128,8 @@ func (d delivery) deliverer() deliverer {
 	switch {
 	case d.agent == nil:
 		return byEngine
+	case d.agent.lastHeard.IsZero() && d.agent.overdue:
+		return agentNeverHeard
 	case d.agent.lastHeard.IsZero():
 		return agentAwaited
 	case d.agent.overdue:
@@ -184,11 +194,19 @@ func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) cour
 
 // awaited is the message of a row waiting for its agent's first report.
 func (a *agentState) awaited() string {
+	if a.lastHeard.IsZero() {
+		return fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report: nothing since %s, when the Cluster was seen pulled; Unreachable after %s without a report",
+			a.user, a.cluster, a.since.UTC().Format(time.RFC3339), agentreport.MissedIntervals*agentreport.DefaultInterval)
+	}
 	return fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report", a.user, a.cluster)
 }
 
 // unreachable is the message of a row whose agent is overdue.
 func (a *agentState) unreachable() string {
+	if a.lastHeard.IsZero() {
+		return fmt.Sprintf("the courier-agent %s of Cluster %s has never reported: nothing since %s, when the Cluster was seen pulled, for %d default intervals (%s)",
+			a.user, a.cluster, a.since.UTC().Format(time.RFC3339), agentreport.MissedIntervals, agentreport.DefaultInterval)
+	}
 	return fmt.Sprintf("the courier-agent %s of Cluster %s was last heard at %s and reports every %s: nothing for %d intervals",
 		a.user, a.cluster, a.lastHeard.UTC().Format(time.RFC3339), a.interval, agentreport.MissedIntervals)
 }

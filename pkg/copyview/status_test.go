@@ -15,6 +15,7 @@ import (
 var (
 	heardAt  = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	syncedAt = metav1.NewTime(heardAt.Add(-time.Minute))
+	pulledAt = heardAt.Add(-time.Hour)
 	c1       = types.NamespacedName{Namespace: "fleet-default", Name: "c1"}
 )
 
@@ -25,9 +26,11 @@ func deliveries() map[string]delivery {
 	report := copycontract.Status{Phase: courier.CopyPhaseConflict, Message: "from the agent"}
 	reportCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied by the agent", SyncedResourceVersion: "6", LastSyncTime: &syncedAt}
 	agent := func(heard bool, overdue bool) *agentState {
-		a := &agentState{user: "agent-c1", cluster: c1, interval: 2 * time.Second, overdue: overdue}
+		a := &agentState{user: "agent-c1", cluster: c1, overdue: overdue}
 		if heard {
-			a.lastHeard = heardAt
+			a.lastHeard, a.interval = heardAt, 2*time.Second
+		} else {
+			a.since = pulledAt
 		}
 		return a
 	}
@@ -41,6 +44,7 @@ func deliveries() map[string]delivery {
 		"agent awaited":               {agent: agent(false, false)},
 		"agent silent, no entry":      {agent: agent(true, true)},
 		"agent silent, entry of copy": {record: &reportCopy, agent: agent(true, true)},
+		"agent never heard":           {agent: agent(false, true)},
 	}
 }
 
@@ -61,6 +65,9 @@ func TestPrecedence(t *testing.T) {
 	b := bases()
 	silent := "the courier-agent agent-c1 of Cluster fleet-default/c1 was last heard at 2026-11-30T12:00:00Z and reports every 2s: nothing for 3 intervals"
 	waiting := "waiting for the courier-agent agent-c1 of Cluster fleet-default/c1 to report"
+	waitingFirst := waiting + ": nothing since 2026-11-30T11:00:00Z, when the Cluster was seen pulled; Unreachable after 1m30s without a report"
+	never := "the courier-agent agent-c1 of Cluster fleet-default/c1 has never reported: nothing since 2026-11-30T11:00:00Z, " +
+		"when the Cluster was seen pulled, for 3 default intervals (30s)"
 	for _, tc := range []struct {
 		rule     int
 		base     courier.CopyPhase
@@ -80,11 +87,12 @@ func TestPrecedence(t *testing.T) {
 		{5, courier.CopyPhaseSourceMissing, "engine record", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
 		{6, courier.CopyPhasePending, "agent silent, entry of copy", courier.CopyPhaseUnreachable, silent, "6"},
 		{6, courier.CopyPhasePending, "agent silent, no entry", courier.CopyPhaseUnreachable, silent, ""},
-		{7, courier.CopyPhasePending, "agent awaited", courier.CopyPhasePending, waiting, ""},
-		{8, courier.CopyPhasePending, "agent heard, row unreported", courier.CopyPhasePending, waiting, ""},
-		{9, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
-		{9, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
-		{10, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
+		{7, courier.CopyPhasePending, "agent never heard", courier.CopyPhaseUnreachable, never, ""},
+		{8, courier.CopyPhasePending, "agent awaited", courier.CopyPhasePending, waitingFirst, ""},
+		{9, courier.CopyPhasePending, "agent heard, row unreported", courier.CopyPhasePending, waiting, ""},
+		{10, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
+		{10, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
+		{11, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
 	} {
 		t.Run(fmt.Sprintf("rule %d: %s, %s", tc.rule, tc.base, tc.delivery), func(t *testing.T) {
 			del, ok := d[tc.delivery]
