@@ -18,7 +18,8 @@ import (
 
 // cleanupScale removes what testScale made, so the next N starts from a
 // quiet system: the HelmOp first (Courier must remove its N x 10 copies:
-// checked), the pool's destination namespaces, then the upstream
+// checked), every destination namespace of this N (the rounds' and the
+// new-HelmOp samples', Courier's and the pools'), then the upstream
 // namespaces with the Clusters (Courier drops their clients).
 func cleanupScale(t *testing.T, up kubernetes.Interface, fc versioned.Interface, l layout) {
 	ctx := context.Background()
@@ -50,19 +51,29 @@ func cleanupScale(t *testing.T, up kubernetes.Interface, fc versioned.Interface,
 		}
 		clients[d] = kube
 	}
-	err := fleetsim.Parallel(l.n, setupWorkers, func(i int) error {
-		kube := clients[i%len(env.Downstreams)]
-		for _, ns := range []string{l.courierDest(i + 1), l.poolDest(i + 1)} {
-			if err := kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
+	prefix := fmt.Sprintf("bench-%d-", l.n)
+	for _, kube := range clients {
+		list, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Errorf("listing destination namespaces: %v", err)
+			continue
+		}
+		var names []string
+		for _, ns := range list.Items {
+			if strings.HasPrefix(ns.Name, prefix) {
+				names = append(names, ns.Name)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Errorf("deleting destination namespaces: %v", err)
+		err = fleetsim.Parallel(len(names), setupWorkers, func(i int) error {
+			if err := kube.CoreV1().Namespaces().Delete(ctx, names[i], metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("deleting destination namespaces: %v", err)
+		}
 	}
-	prefix := fmt.Sprintf("bench-%d-", l.n)
 	for _, kube := range clients {
 		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, l.budget(), true, func(ctx context.Context) (bool, error) {
 			list, err := kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})

@@ -11,12 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/engine"
 	"github.com/courier-dev/courier/test/fleetsim"
@@ -43,27 +41,34 @@ func poolWorkers() int {
 	return engine.DefaultWorkers
 }
 
-// pool is the plain client-go program Courier is compared with: told that
+// pool is a plain client-go program Courier is compared with: told that
 // sources changed (it starts as soon as the upstream updates returned, with
 // no watch upstream, so it is a lower bound for any controller), it GETs
 // them and writes every copy, one clientset per simulated cluster built
-// from the same kubeconfig Secret Courier reads (so with client-go's
-// default rate limits, as Courier's downstream clients have), and workers
-// clusters in flight at once, as Courier's engine has. A worker writes one
-// cluster's copies one after another, unconditionally (no resourceVersion:
-// one request per copy).
+// from the same kubeconfig Secret Courier reads (with the request limit of
+// Courier's downstream clients), and workers clusters in flight at once,
+// as Courier's engine has. A worker writes one cluster's copies one after
+// another, unconditionally (no resourceVersion: one request per copy).
+//
+// Two pools run in every measured step: the plain loop (side sidePlain),
+// whose copies carry one label, the judge; and the same-shape pool
+// (sideShape), whose copies carry the frozen fixture of Courier's labels
+// and annotations (fixture_test.go), which tells what the kube-apiservers
+// charge for that metadata apart from what Courier itself costs. Neither
+// calls Courier's code to build its objects.
 type pool struct {
+	side        string // sidePlain or sideShape
 	workers     int
 	upstream    kubernetes.Interface
-	srcNS       string             // upstream namespace of the pool's sources
+	srcNS       string             // upstream namespace of the pools' sources
 	kubeconfigs [][]byte           // kubeconfigs[i] reaches cluster i+1
-	destNS      func(i int) string // cluster i's destination namespace (i from 1)
+	destNS      func(i int) string // cluster i's destination namespace in the rounds (i from 1)
 
-	clients []downstream.Clientset // built by create
+	clients []downstream.Clientset // built by the first create
 }
 
-func newPool(upstream kubernetes.Interface, srcNS string, kubeconfigs [][]byte, destNS func(int) string) *pool {
-	return &pool{workers: poolWorkers(), upstream: upstream, srcNS: srcNS, kubeconfigs: kubeconfigs, destNS: destNS}
+func newPool(side string, upstream kubernetes.Interface, srcNS string, kubeconfigs [][]byte, destNS func(int) string) *pool {
+	return &pool{side: side, workers: poolWorkers(), upstream: upstream, srcNS: srcNS, kubeconfigs: kubeconfigs, destNS: destNS}
 }
 
 // connect builds one clientset per kubeconfig.
@@ -74,7 +79,7 @@ func (p *pool) connect() error {
 		if err != nil {
 			return err
 		}
-		cfg.UserAgent = "courier-bench-pool"
+		cfg.UserAgent = "courier-bench-" + p.side
 		// The same per-cluster request limit as Courier's downstream
 		// clients (downstream.QPS, downstream.Burst), not written down twice.
 		cfg.QPS, cfg.Burst = downstream.QPS, downstream.Burst
@@ -107,55 +112,20 @@ func (p *pool) sources(ctx context.Context, names []string) ([]*corev1.Secret, e
 	return out, nil
 }
 
-// copyOf is the pool's copy of src for cluster i, in namespace ns: the
-// object Courier writes for a Cluster (copyspec.Secret: the source's type
-// and data, DESIGN §1's labels and annotations with values of the same
-// lengths), with every key of Courier's renamed to one of the pool's of
-// the same length, so that the two sides send the kube-apiservers objects
-// of the same shape and Courier's watches, which select on its keys, never
-// see the pool's copies. The kube-apiservers' cost per write grows with
-// the labels and annotations (docs/benchmarks.md, session 11): a pool
-// writing one label would measure the contract's metadata, not Courier.
-// COURIER_BENCH_POOL_METADATA=plain gives the one-label copy instead.
-func (p *pool) copyOf(src *corev1.Secret, i int, ns string) *corev1.Secret {
-	if poolPlainMetadata() {
-		return &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: ns, Labels: map[string]string{benchLabel: sidePool}},
-			Type:       src.Type,
-			Data:       src.Data,
-		}
+// copyOf is the pool's copy of src in namespace ns: the source's type and
+// data, and either one label (benchLabel, which the arrival watcher
+// selects on) or the fixture's labels and annotations, the shape of
+// Courier's copies.
+func (p *pool) copyOf(src *corev1.Secret, ns string) *corev1.Secret {
+	c := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: ns, Labels: map[string]string{benchLabel: p.side}},
+		Type:       src.Type,
+		Data:       src.Data,
 	}
-	c := copyspec.Secret(src, ns, copyspec.Owner{
-		UpstreamID: poolUpstreamID,
-		HelmOp:     types.NamespacedName{Namespace: p.srcNS, Name: helmOpName},
-		Cluster:    clusterName(i),
-	})
-	c.Labels = poolKeys(c.Labels)
-	c.Labels[benchLabel] = sidePool
-	c.Annotations = poolKeys(c.Annotations)
+	if p.side == sideShape {
+		c.Labels, c.Annotations = shapeLabels(), shapeAnnotations()
+	}
 	return c
-}
-
-// poolUpstreamID stands in for the upstream's id in the pool's copies: the
-// shape of Courier's (the kube-system namespace's UID).
-const poolUpstreamID = "6f1c2a9e-3b7d-4e21-9a5c-0d8e7f6b5a43"
-
-// courierKeyPrefix is the prefix of Courier's keys on a copy, and
-// poolKeyPrefix the pool's, of the same length.
-var courierKeyPrefix = strings.SplitAfter(copyspec.LabelManagedBy, "/")[0]
-
-const poolKeyPrefix = "courierpool/"
-
-// poolKeys returns m with courierKeyPrefix replaced by poolKeyPrefix.
-func poolKeys(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if rest, ok := strings.CutPrefix(k, courierKeyPrefix); ok {
-			k = poolKeyPrefix + rest
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // poolWithCourierClient is COURIER_BENCH_POOL_CLIENT=courier: a
@@ -166,32 +136,28 @@ func poolKeys(m map[string]string) map[string]string {
 // slower than the pool's.
 func poolWithCourierClient() bool { return os.Getenv("COURIER_BENCH_POOL_CLIENT") == "courier" }
 
-// poolPlainMetadata is COURIER_BENCH_POOL_METADATA=plain: a diagnostic
-// run whose pool writes copies with one label and no annotations, as it
-// did until session 11. Its one-source figure against the default run's
-// measures what DESIGN §1's labels and annotations cost the
-// kube-apiservers per write; its figures are not the acceptance figures.
-func poolPlainMetadata() bool { return os.Getenv("COURIER_BENCH_POOL_METADATA") == "plain" }
-
-// create is the pool's version of a new HelmOp: it builds its clients,
-// then in every cluster creates the destination namespace and a copy of
-// each named source.
-func (p *pool) create(ctx context.Context, names []string) error {
-	if err := p.connect(); err != nil {
-		return err
+// create is the pool's version of a new HelmOp: it builds its clients
+// (the first time only: Courier too keeps a Cluster's client while the
+// Cluster exists), then in every cluster creates the destination namespace
+// dest(i) and a copy of each named source.
+func (p *pool) create(ctx context.Context, names []string, dest func(int) string) error {
+	if p.clients == nil {
+		if err := p.connect(); err != nil {
+			return err
+		}
 	}
 	srcs, err := p.sources(ctx, names)
 	if err != nil {
 		return err
 	}
 	return p.each(func(i int) error {
-		kube, ns := p.clients[i], p.destNS(i+1)
+		kube, ns := p.clients[i], dest(i+1)
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 			metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("cluster %d: %w", i+1, err)
 		}
 		for _, s := range srcs {
-			if _, err := kube.CoreV1().Secrets(ns).Create(ctx, p.copyOf(s, i+1, ns), metav1.CreateOptions{}); err != nil {
+			if _, err := kube.CoreV1().Secrets(ns).Create(ctx, p.copyOf(s, ns), metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("cluster %d: %w", i+1, err)
 			}
 		}
@@ -209,7 +175,7 @@ func (p *pool) update(ctx context.Context, names []string) error {
 	return p.each(func(i int) error {
 		kube, ns := p.clients[i], p.destNS(i+1)
 		for _, s := range srcs {
-			if _, err := kube.CoreV1().Secrets(ns).Update(ctx, p.copyOf(s, i+1, ns), metav1.UpdateOptions{}); err != nil {
+			if _, err := kube.CoreV1().Secrets(ns).Update(ctx, p.copyOf(s, ns), metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("cluster %d: %w", i+1, err)
 			}
 		}

@@ -35,9 +35,13 @@ const (
 	setupWorkers = 8
 
 	sideCourier = "courier"
-	sidePool    = "pool"
-	kindAll     = "every source"
-	kindOne     = "one source"
+	// sidePlain is the plain loop: a client-go pool writing one-label
+	// copies, the judge. sideShape is the same loop writing copies
+	// of the shape of Courier's (the frozen fixture).
+	sidePlain = "plain"
+	sideShape = "shape"
+	kindAll   = "every source"
+	kindOne   = "one source"
 )
 
 // layout names what one N uses.
@@ -47,9 +51,43 @@ func (l layout) workspace() string        { return fmt.Sprintf("bench-%d-ws", l.
 func (l layout) poolSources() string      { return fmt.Sprintf("bench-%d-pool", l.n) }
 func (l layout) listNS() string           { return fmt.Sprintf("bench-%d-list", l.n) }
 func (l layout) courierDest(i int) string { return fmt.Sprintf("bench-%d-c%d", l.n, i) }
-func (l layout) poolDest(i int) string    { return fmt.Sprintf("bench-%d-p%d", l.n, i) }
+func (l layout) plainDest(i int) string   { return fmt.Sprintf("bench-%d-p%d", l.n, i) }
+func (l layout) shapeDest(i int) string   { return fmt.Sprintf("bench-%d-q%d", l.n, i) }
 func clusterName(i int) string            { return fmt.Sprintf("c%d", i) }
 func sourceName(j int) string             { return fmt.Sprintf("s%d", j) }
+
+// sides are the three sides of every measured step: Courier and the two
+// pools.
+var sides = []string{sideCourier, sidePlain, sideShape}
+
+// baselines are the pools, in the order the table prints them.
+var baselines = []string{sidePlain, sideShape}
+
+// sideOrder is the order of the sides in a group of steps: Courier, plain
+// loop, same-shape pool, and the reverse every other time, so that over
+// two groups Courier goes before each pool as often as after it.
+func sideOrder(forward bool) []string {
+	if forward {
+		return []string{sideCourier, sidePlain, sideShape}
+	}
+	return []string{sideShape, sidePlain, sideCourier}
+}
+
+// dest is side's destination namespace for cluster i: the rounds' (those
+// the last new-HelmOp sample made) when sample is 0, else that sample's.
+func (l layout) dest(side string, sample, i int) string {
+	if sample == 0 {
+		switch side {
+		case sideCourier:
+			return l.courierDest(i)
+		case sidePlain:
+			return l.plainDest(i)
+		default:
+			return l.shapeDest(i)
+		}
+	}
+	return fmt.Sprintf("bench-%d-k%d%s%d", l.n, sample, side[:1], i)
+}
 
 func allSources() []string {
 	out := make([]string, sourcesPerOp)
@@ -139,8 +177,10 @@ func testScale(t *testing.T, n int, last bool) {
 	waitIdle(t, pid, l.budget())
 	results.note("N=%d: %d Clusters with kubeconfig Secrets and 2 x %d sources created in %s; Courier idle again %s after the start",
 		n, n, sourcesPerOp, created.Round(100*time.Millisecond), time.Since(began).Round(time.Second))
-	p := newPool(up, l.poolSources(), kubeconfigs, l.poolDest)
-	s := &scaleRun{t: t, l: l, pid: pid, up: up, fc: fc, w: w, pool: p, stats: map[string]*roundStats{}}
+	s := &scaleRun{t: t, l: l, pid: pid, up: up, fc: fc, w: w, pools: map[string]*pool{}, stats: map[string]*roundStats{}}
+	for _, side := range baselines {
+		s.pools[side] = newPool(side, up, l.poolSources(), kubeconfigs, func(i int) string { return l.dest(side, 0, i) })
+	}
 	s.newHelmOp()
 	s.rounds(roundsFor(t, n))
 	s.hold()
@@ -161,16 +201,16 @@ func createClusters(t *testing.T, ctx context.Context, up kubernetes.Interface, 
 
 // scaleRun is one N's state while it is measured.
 type scaleRun struct {
-	t    *testing.T
-	l    layout
-	pid  int
-	up   kubernetes.Interface
-	fc   versioned.Interface
-	w    *fleetsim.Watcher
-	pool *pool
+	t     *testing.T
+	l     layout
+	pid   int
+	up    kubernetes.Interface
+	fc    versioned.Interface
+	w     *fleetsim.Watcher
+	pools map[string]*pool // sidePlain, sideShape
 
-	create  map[string][]time.Duration // side -> latencies of the N x 10 creates
-	stats   map[string]*roundStats     // side + kind -> rounds
+	create  map[string]*roundStats // side -> the new-HelmOp samples
+	stats   map[string]*roundStats // side + kind -> rounds
 	diag    map[string]*courierWindow
 	poolCPU time.Duration // Courier's CPU time during the pool's rounds
 	rss     int64
@@ -182,6 +222,12 @@ type scaleRun struct {
 	// notQuiet counts the measurements that started with the machine busy
 	// (waitMachineQuiet timed out).
 	notQuiet int
+	// settled adds up the waits for kube-controller-manager before each
+	// measurement, and settleWaits counts those that had to wait.
+	settled     time.Duration
+	settleWaits int
+	// shape describes one copy of each side as written, and the fixture.
+	shape string
 }
 
 func (s *scaleRun) stat(side, kind string) *roundStats {
@@ -192,77 +238,205 @@ func (s *scaleRun) stat(side, kind string) *roundStats {
 	return s.stats[k]
 }
 
-// newHelmOp measures a new HelmOp's N x 10 copies: Courier's (from the
-// HelmOp's create to the last copy seen downstream: Courier builds its
-// client and informers for a Cluster when a HelmOp first targets it) and
-// the pool's (from the start of its run, building its clients and creating
-// the namespaces included, to the last copy).
-func (s *scaleRun) newHelmOp() {
-	t, ctx, l := s.t, context.Background(), s.l
-	s.create = map[string][]time.Duration{}
-	op := &fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: helmOpName}}
-	for _, name := range allSources() {
-		op.Spec.DownstreamResources = append(op.Spec.DownstreamResources, fleet.DownstreamResource{Kind: "Secret", Name: name})
+// createSamples is how many new-HelmOp samples each side takes at n:
+// COURIER_BENCH_CREATE_SAMPLES, else 4 up to 100 Clusters and 1 above (a
+// sample at 1,000 Clusters is 10,000 creates and 1,000 namespaces per side,
+// and Courier's removal of its copies after it).
+func createSamples(t *testing.T, n int) int {
+	def := 4
+	if n > 100 {
+		def = 1
 	}
-	for i := 1; i <= l.n; i++ {
-		target := fleet.BundleTarget{ClusterName: clusterName(i)}
-		target.TargetNamespace = l.courierDest(i)
-		op.Spec.Targets = append(op.Spec.Targets, target)
-	}
-	win := s.openWindow()
-	finishProfile := startCPUProfile(t, fmt.Sprintf("cpu-%d-new-helmop.pprof", l.n), profileSeconds(t))
-	t0 := time.Now()
-	if _, err := s.fc.FleetV1alpha1().HelmOps(l.workspace()).Create(ctx, op, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lat, err := s.w.Wait(l.keys(l.courierDest, allSources(), "r0"), t0, l.budget())
-	if err != nil {
-		t.Fatalf("Courier's first copies: %v\n%s", err, rowsSummary(s.fc, l.workspace()))
-	}
-	s.create[sideCourier] = lat
-	waitSynced(t, s.fc, l.workspace(), l.n*sourcesPerOp, l.budget())
-	waitIdle(t, s.pid, l.budget())
-	s.closeWindow(win, "new HelmOp")
-	finishProfile()
-
-	time.Sleep(limiterRefill)
-	finishProfile = startServerProfile(t, fmt.Sprintf("cpu-%d-new-helmop-pool.pprof", l.n), profileSeconds(t))
-	t0 = time.Now()
-	if err := s.pool.create(ctx, allSources()); err != nil {
-		t.Fatalf("the pool's first copies: %v", err)
-	}
-	if lat, err = s.w.Wait(l.keys(l.poolDest, allSources(), "r0"), t0, l.budget()); err != nil {
-		t.Fatalf("the pool's first copies: %v", err)
-	}
-	finishProfile()
-	s.create[sidePool] = lat
-	t.Logf("N=%d new HelmOp: courier %s, pool %s", l.n, fleetsim.MaxDuration(s.create[sideCourier]), fleetsim.MaxDuration(lat))
-	results.note("N=%d, one copy's metadata as written (the pool's should match Courier's in shape): Courier %s; pool %s",
-		l.n, copyShape(t, l.courierDest(1)), copyShape(t, l.poolDest(1)))
-	waitNamespacesSettled(t, l)
+	return intsFromEnv(t, "COURIER_BENCH_CREATE_SAMPLES", []int{def})[0]
 }
 
-// copyShape describes the labels and annotations of copy s0 in namespace
-// ns, read from whichever downstream kube-apiserver holds it.
-func copyShape(t *testing.T, ns string) string {
+// newHelmOp measures a new HelmOp's N x 10 copies, createSamples times per
+// side: Courier's (from the HelmOp's create to the last copy seen
+// downstream) and each pool's (from the start of its run to its last
+// copy), in sideOrder, forward in odd samples and reversed in even ones.
+// Every sample writes into namespaces of its own, created inside the
+// window by each side. The first sample is cold on every side: Courier
+// builds a client and informers for a Cluster when a HelmOp first targets
+// it, the pools build their clientsets; later samples are warm on every
+// side (Courier keeps a Cluster's client while the Cluster exists, the
+// pools keep theirs). All samples but the last are removed again (the
+// HelmOp deleted, Courier's copies gone); the last one's copies are the
+// rounds'.
+func (s *scaleRun) newHelmOp() {
+	t, l := s.t, s.l
+	s.create = map[string]*roundStats{}
+	k := createSamples(t, l.n)
+	for sample := 1; sample <= k; sample++ {
+		last := sample == k
+		tag := sample
+		if last {
+			tag = 0
+		}
+		for _, side := range sideOrder(sample%2 == 1) {
+			s.createOnce(side, sample, tag)
+		}
+		if !last {
+			s.dropSample(sample)
+		}
+	}
+	for _, side := range sides {
+		t.Logf("N=%d new HelmOp: %s %s", l.n, side, durations(s.create[side].makespans))
+	}
+	s.checkShape()
+}
+
+// createOnce is one side's new-HelmOp sample, once kube-controller-manager,
+// Courier and the machine are quiet. tag names the sample's namespaces and
+// HelmOp (0: the rounds' own).
+func (s *scaleRun) createOnce(side string, sample, tag int) {
+	t, ctx, l := s.t, context.Background(), s.l
+	s.quiet()
+	if s.create[side] == nil {
+		s.create[side] = &roundStats{side: side, kind: "new HelmOp", n: l.n}
+	}
+	dest := func(i int) string { return l.dest(side, tag, i) }
+	keys := l.keys(dest, allSources(), "r0")
+	var lat []time.Duration
+	var err error
+	if side == sideCourier {
+		op := &fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: sampleHelmOp(tag)}}
+		for _, name := range allSources() {
+			op.Spec.DownstreamResources = append(op.Spec.DownstreamResources, fleet.DownstreamResource{Kind: "Secret", Name: name})
+		}
+		for i := 1; i <= l.n; i++ {
+			target := fleet.BundleTarget{ClusterName: clusterName(i)}
+			target.TargetNamespace = dest(i)
+			op.Spec.Targets = append(op.Spec.Targets, target)
+		}
+		win := s.openWindow()
+		finishProfile := func() {}
+		if sample == 1 {
+			finishProfile = startCPUProfile(t, fmt.Sprintf("cpu-%d-new-helmop.pprof", l.n), profileSeconds(t))
+		}
+		time.Sleep(limiterRefill)
+		t0 := time.Now()
+		if _, err := s.fc.FleetV1alpha1().HelmOps(l.workspace()).Create(ctx, op, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if lat, err = s.w.Wait(keys, t0, l.budget()); err != nil {
+			t.Fatalf("Courier's first copies, sample %d: %v\n%s", sample, err, rowsSummary(s.fc, l.workspace()))
+		}
+		waitSynced(t, s.fc, l.workspace(), l.n*sourcesPerOp, l.budget())
+		waitIdle(t, s.pid, l.budget())
+		s.closeWindow(win, "new HelmOp")
+		finishProfile()
+	} else {
+		s.openWindow() // the same /metrics scrapes as Courier's window, not recorded
+		finishProfile := func() {}
+		if sample == 1 {
+			finishProfile = startServerProfile(t, fmt.Sprintf("cpu-%d-new-helmop-%s.pprof", l.n, side), profileSeconds(t))
+		}
+		time.Sleep(limiterRefill)
+		t0 := time.Now()
+		if err := s.pools[side].create(ctx, allSources(), dest); err != nil {
+			t.Fatalf("the %s pool's first copies, sample %d: %v", side, sample, err)
+		}
+		if lat, err = s.w.Wait(keys, t0, l.budget()); err != nil {
+			t.Fatalf("the %s pool's first copies, sample %d: %v", side, sample, err)
+		}
+		finishProfile()
+	}
+	s.create[side].add(l.n*sourcesPerOp, lat)
+}
+
+func sampleHelmOp(tag int) string {
+	if tag == 0 {
+		return helmOpName
+	}
+	return fmt.Sprintf("%s-k%d", helmOpName, tag)
+}
+
+// dropSample deletes a new-HelmOp sample's HelmOp and waits until Courier
+// has removed its copies and the rows are gone, so that the next sample
+// starts from none. The pools' copies of the sample stay where they are
+// (idle objects; the cleanup deletes their namespaces).
+func (s *scaleRun) dropSample(sample int) {
+	t, ctx, l := s.t, context.Background(), s.l
+	if err := s.fc.FleetV1alpha1().HelmOps(l.workspace()).Delete(ctx, sampleHelmOp(sample), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, ds := range env.Downstreams {
 		kube, err := kubernetes.NewForConfig(ds.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := kube.CoreV1().Secrets(ns).Get(context.Background(), sourceName(0), metav1.GetOptions{})
+		err = wait.PollUntilContextTimeout(ctx, time.Second, l.budget(), true, func(ctx context.Context) (bool, error) {
+			list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: benchLabel + "=" + sideCourier})
+			return err == nil && len(list.Items) == 0, nil
+		})
 		if err != nil {
-			continue
+			t.Fatalf("%s: Courier's copies of new-HelmOp sample %d not removed after its HelmOp was deleted", ds.Name, sample)
 		}
-		size := 0
-		for _, m := range []map[string]string{c.Labels, c.Annotations} {
-			for k, v := range m {
-				size += len(k) + len(v)
-			}
-		}
-		return fmt.Sprintf("%d labels and %d annotations, %d bytes of keys and values", len(c.Labels), len(c.Annotations), size)
 	}
-	return "not found"
+	if err := waitRows(ctx, s.fc, l.workspace(), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s.pid, l.budget())
+}
+
+// quiet waits, before a measurement, until kube-controller-manager has
+// settled every destination namespace, Courier is idle and then the
+// machine is quiet.
+func (s *scaleRun) quiet() {
+	if d := waitNamespacesSettled(s.t, s.l); d > time.Second {
+		s.settled += d
+		s.settleWaits++
+	}
+	waitIdle(s.t, s.pid, s.l.budget())
+	if !waitMachineQuiet(s.t) {
+		s.notQuiet++
+	}
+}
+
+// checkShape compares the fixture with a copy Courier wrote (drift fails
+// the test) and records one copy of each side as written.
+func (s *scaleRun) checkShape() {
+	t, l := s.t, s.l
+	c := readCopy(t, l.courierDest(1))
+	if c == nil {
+		t.Fatalf("no copy %s/%s downstream", l.courierDest(1), sourceName(0))
+	}
+	courierShape, fixture, drift := checkShapeFixture(c)
+	if drift != "" {
+		t.Errorf("the same-shape pool's fixture no longer has the shape of Courier's copies: Courier's copy has %s; "+
+			"rewrite shapeLabels and shapeAnnotations from a copy Courier writes", drift)
+	}
+	written := func(side string) string {
+		c := readCopy(t, l.dest(side, 0, 1))
+		if c == nil {
+			return "not found"
+		}
+		return shapeOf(c.Labels, c.Annotations, "").String()
+	}
+	s.shape = fmt.Sprintf("N=%d, one copy's metadata as written: Courier %s; plain loop %s; same-shape pool %s (the fixture: %s; Courier's: %s; drift: %s)",
+		l.n, written(sideCourier), written(sidePlain), written(sideShape), fixture, courierShape, orNone(drift))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// readCopy reads copy s0 in namespace ns from whichever downstream
+// kube-apiserver holds it, or returns nil.
+func readCopy(t *testing.T, ns string) *corev1.Secret {
+	for _, ds := range env.Downstreams {
+		kube, err := kubernetes.NewForConfig(ds.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := kube.CoreV1().Secrets(ns).Get(context.Background(), sourceName(0), metav1.GetOptions{}); err == nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // waitNamespacesSettled waits until kube-controller-manager has done its
@@ -270,8 +444,10 @@ func copyShape(t *testing.T, ns string) string {
 // the default ServiceAccount in each, at its own request limit), so that
 // its backlog -- up to 4,000 writes at N=1,000, a minute and more after
 // the namespaces were made -- does not land in whichever rounds come first.
-// At N=1,000 it was still writing 34 objects per one-source round.
-func waitNamespacesSettled(t *testing.T, l layout) {
+// At N=1,000 it was still writing 34 objects per one-source round. It runs
+// before every measurement, each side's alike, and returns how long it
+// waited.
+func waitNamespacesSettled(t *testing.T, l layout) time.Duration {
 	ctx := context.Background()
 	start := time.Now()
 	prefix := fmt.Sprintf("bench-%d-", l.n)
@@ -310,33 +486,37 @@ func waitNamespacesSettled(t *testing.T, l layout) {
 			t.Fatalf("%s: kube-controller-manager has not settled %d destination namespaces within %s", ds.Name, missing, l.budget())
 		}
 	}
-	t.Logf("N=%d: kube-controller-manager settled the destination namespaces %s after the pool's last copy", l.n, time.Since(start).Round(time.Second))
+	return time.Since(start)
 }
 
-// rounds runs r rounds. Each has, for Courier and for the pool, one
+// rounds runs r rounds. Each has, for Courier and for each pool, one
 // change of every source (N x 10 copies) and oneSourceRepeats changes of
 // one source (N copies; a different source each time): the one-source
-// steps are short and noisy, so each round has several. Odd rounds run
-// Courier's step of every source before the pool's and then the
-// one-source pairs Courier, pool / pool, Courier / Courier, pool; even
-// rounds the other way round. A fixed order would always run one side's
+// steps are short and noisy, so each round has several. The steps of a
+// kind go in groups of three, one per side, in sideOrder: odd rounds run
+// the steps of every source forward (Courier, plain loop, same-shape pool)
+// and then the one-source groups forward, reversed, forward; even rounds
+// the other way round. A fixed order would always run one side's
 // one-source step in the other's wake (the kube-apiservers still
-// collecting the garbage of 10,000 writes); over two rounds each side goes
-// first as often as the other. Each measurement starts once Courier and
-// then the machine are quiet, the /metrics scrapes of the diagnostics are
-// done, and limiterRefill has passed after them (which refills client-go's
-// rate limiters, so no measurement inherits the previous one's
+// collecting the garbage of 10,000 writes); over two rounds Courier goes
+// before each pool as often as after it. Each measurement starts once
+// kube-controller-manager has settled the destination namespaces, Courier
+// and then the machine are quiet, the /metrics scrapes of the diagnostics
+// are done, and limiterRefill has passed after them (which refills
+// client-go's rate limiters, so no measurement inherits the previous one's
 // throttling, and lets the servers finish the work the scrapes made).
 func (s *scaleRun) rounds(r int) {
 	for round := 1; round <= r; round++ {
-		first, second := sideCourier, sidePool
-		if round%2 == 0 {
-			first, second = second, first
+		forward := round%2 == 1
+		var steps []step
+		for _, side := range sideOrder(forward) {
+			steps = append(steps, step{side, kindAll, 0})
 		}
-		steps := []step{{first, kindAll, 0}, {second, kindAll, 0}}
 		for rep := 0; rep < oneSourceRepeats; rep++ {
-			steps = append(steps, step{first, kindOne, rep}, step{second, kindOne, rep})
-			first, second = second, first
+			for _, side := range sideOrder(forward) {
+				steps = append(steps, step{side, kindOne, rep})
+			}
+			forward = !forward
 		}
 		for _, st := range steps {
 			s.measure(round, st)
@@ -358,17 +538,15 @@ type step struct {
 // measure runs one step of a round and records its arrivals.
 func (s *scaleRun) measure(round int, st step) {
 	t, ctx, l := s.t, context.Background(), s.l
-	waitIdle(t, s.pid, l.budget())
-	if !waitMachineQuiet(t) {
-		s.notQuiet++
-	}
+	s.quiet()
 	names := allSources()
 	if st.kind == kindOne {
 		names = []string{sourceName((round*oneSourceRepeats + st.rep) % sourcesPerOp)}
 	}
 	value := fmt.Sprintf("%s-%s-r%d-%d", st.side, strings.Fields(st.kind)[0], round, st.rep)
 	profileName := fmt.Sprintf("cpu-%d-%s", l.n, strings.ReplaceAll(st.kind, " ", "-"))
-	// Both sides' steps scrape the same /metrics before they start.
+	dest := func(i int) string { return l.dest(st.side, 0, i) }
+	// Every side's steps scrape the same /metrics before they start.
 	win := s.openWindow()
 	quietFrom, _ := machineCPU()
 	time.Sleep(limiterRefill)
@@ -378,7 +556,7 @@ func (s *scaleRun) measure(round int, st step) {
 		finishProfile := profileRound(t, profileName, round, st.rep, startCPUProfile)
 		span := s.beginSpan(win, quietFrom)
 		t0 := updateSources(t, s.up, l.workspace(), names, value)
-		if lat, err = s.w.Wait(l.keys(l.courierDest, names, value), t0, l.budget()); err != nil {
+		if lat, err = s.w.Wait(l.keys(dest, names, value), t0, l.budget()); err != nil {
 			t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
 		}
 		s.endSpan(span, st.side, st.kind)
@@ -386,15 +564,15 @@ func (s *scaleRun) measure(round int, st step) {
 		s.closeWindow(win, st.kind)
 		finishProfile()
 	} else {
-		finishProfile := profileRound(t, profileName+"-pool", round, st.rep, startServerProfile)
+		finishProfile := profileRound(t, profileName+"-"+st.side, round, st.rep, startServerProfile)
 		c0 := mustCPU(t, s.pid)
 		span := s.beginSpan(win, quietFrom)
 		t0 := updateSources(t, s.up, l.poolSources(), names, value)
-		if err := s.pool.update(ctx, names); err != nil {
-			t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
+		if err := s.pools[st.side].update(ctx, names); err != nil {
+			t.Fatalf("%s, %s, round %d: %v", st.side, st.kind, round, err)
 		}
-		if lat, err = s.w.Wait(l.keys(l.poolDest, names, value), t0, l.budget()); err != nil {
-			t.Fatalf("pool, %s, round %d: %v", st.kind, round, err)
+		if lat, err = s.w.Wait(l.keys(dest, names, value), t0, l.budget()); err != nil {
+			t.Fatalf("%s, %s, round %d: %v", st.side, st.kind, round, err)
 		}
 		s.endSpan(span, st.side, st.kind)
 		s.poolCPU += mustCPU(t, s.pid) - c0
