@@ -104,21 +104,24 @@ chaos: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_CHAOS=1 \
 		$(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -v ./test/chaos/ -run TestChaos
 
-## test-node: (root) Courier's images on a real container runtime (issue 24,
-## DESIGN §8a): installs Debian's containerd, runc, CNI plugins, iproute2
-## and iptables with apt (hack/install-node-deps.sh), builds the images
-## (make image), then runs test/node: its own containerd under a temporary
-## directory, a pause image built here, both images imported with ctr and
-## run as their non-root user, the arm64 binaries checked, `make image`
-## twice from a clone of HEAD compared. About 6 min on 2 cores. Gated by
-## COURIER_NODE=1, so `go test ./test/...` (make test) compiles the package
-## and skips it at once.
+## test-node: (root) Courier's images on a real container runtime and a
+## real kubelet (issue 24, DESIGN §8a): installs Debian's containerd, runc,
+## CNI plugins, iproute2 and iptables with apt (hack/install-node-deps.sh),
+## builds the images (make image), a kubelet v1.35 (hack/build-kubelet.sh,
+## cached; ~10 min the first time) and the tools, then runs test/node: its
+## own containerd in a network namespace of its own, a pause image built
+## here, both images imported with ctr and run as their non-root user, the
+## arm64 binaries checked, `make image` twice from a clone of HEAD
+## compared, and a kubelet registering a Ready Node with a kube-apiserver.
+## About 6 min on 2 cores once built. Gated by COURIER_NODE=1, so `go test
+## ./test/...` (make test) compiles the package and skips it at once.
 test-node:
 	@if [ "$$(id -u)" != 0 ]; then \
-		echo "make test-node must run as root: it installs packages with apt, starts containerd, mounts file systems and makes cgroups. Without root, run \`make test\` alone." >&2; \
+		echo "make test-node must run as root: it installs packages with apt, starts containerd and a kubelet, mounts file systems and makes cgroups and network namespaces. Without root, run \`make test\` alone." >&2; \
 		exit 1; fi
-	cni=$$(hack/install-node-deps.sh) && $(MAKE) image && \
+	cni=$$(hack/install-node-deps.sh) && $(MAKE) image && kubelet=$$(hack/build-kubelet.sh) && tools=$$(hack/build-tools.sh) && \
 	COURIER_NODE=1 COURIER_NODE_CNI_BIN=$$cni COURIER_IMAGES_DIR=$(CURDIR)/_output/images \
+		COURIER_KUBELET_BIN=$$kubelet COURIER_TOOLS_BIN=$$tools \
 		$(GO) test -count=1 -timeout $(NODE_TIMEOUT) -v ./test/node/
 
 ## fuzz: every Go fuzz target for FUZZTIME each (default 10m; e.g.

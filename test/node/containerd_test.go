@@ -76,9 +76,10 @@ state = %[2]q
 		pauseRef, c.cniBinDir, filepath.Join(d, "cni", "net.d"))
 }
 
-// startContainerd starts containerd in dir and waits until ctr reaches it.
-// Its containers' cgroups go under /<name>.
-func startContainerd(ctx context.Context, dir, name, cniBinDir string) (*containerd, error) {
+// startContainerd starts containerd in dir, inside the network namespace
+// netns (a path, as `ip netns` makes them), and waits until ctr reaches
+// it. Its containers' cgroups go under /<name>.
+func startContainerd(ctx context.Context, dir, name, netns, cniBinDir string) (*containerd, error) {
 	c := &containerd{
 		dir:          dir,
 		sock:         filepath.Join(dir, "containerd.sock"),
@@ -104,7 +105,9 @@ func startContainerd(ctx context.Context, dir, name, cniBinDir string) (*contain
 		return nil, err
 	}
 	defer logFile.Close()
-	c.cmd = exec.Command("containerd", "--config", config)
+	// nsenter changes only the network namespace: containerd shares the
+	// mounts of the suite (and of a kubelet), as on a real node.
+	c.cmd = exec.Command("nsenter", "--net="+netns, "containerd", "--config", config)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
 	// Its own process group: a test killed by a signal does not take it
 	// down half way, and stop() ends exactly this process.
@@ -314,10 +317,10 @@ func unmountUnder(dir string) error {
 	return errors.Join(errs...)
 }
 
-// removeCgroups removes the cgroup the suite's containers were put under,
-// in every cgroup v1 hierarchy (and the unified one of a hybrid setup),
-// children first. Only empty cgroups can be removed: a container still
-// running makes this fail, and says so.
+// removeCgroups removes the cgroup the suite's containers (and a
+// kubelet's kubepods) were put under, in every cgroup v1 hierarchy (and the
+// unified one of a hybrid setup), children first. Only empty cgroups can
+// be removed: a process still in one makes this fail, and says so.
 func (c *containerd) removeCgroups() error {
 	roots, err := filepath.Glob("/sys/fs/cgroup/*")
 	if err != nil {
@@ -326,17 +329,17 @@ func (c *containerd) removeCgroups() error {
 	roots = append(roots, "/sys/fs/cgroup")
 	var errs []error
 	for _, root := range roots {
-		parent := filepath.Join(root, c.cgroupParent)
-		children, _ := os.ReadDir(parent)
-		for _, ch := range children {
-			if ch.IsDir() {
-				if err := os.Remove(filepath.Join(parent, ch.Name())); err != nil && !os.IsNotExist(err) {
-					errs = append(errs, err)
-				}
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(root, c.cgroupParent), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
 			}
-		}
-		if err := os.Remove(parent); err != nil && !os.IsNotExist(err) {
-			errs = append(errs, err)
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

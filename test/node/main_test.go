@@ -2,10 +2,12 @@
 // (issue 24, DESIGN §8a): its own containerd (Debian's 1.6, installed by
 // hack/install-node-deps.sh) with root, state and socket under a temporary
 // work directory, a pause image built here, and the images `make image`
-// wrote imported with `ctr images import`, never pulled. This first slice
-// checks the images themselves: each binary runs under containerd and
-// prints its version, as the image's non-root user; the arm64 image holds
-// an aarch64 binary; `make image` twice gives the same digests.
+// wrote imported with `ctr images import`, never pulled. So far it checks
+// the images themselves (each binary runs under containerd and prints its
+// version, as the image's non-root user; the arm64 image holds an aarch64
+// binary; `make image` twice gives the same digests) and that a kubelet
+// v1.35 on that containerd registers a Ready Node with a kube-apiserver
+// of test/localenv (COURIER_KUBELET_BIN, from hack/build-kubelet.sh).
 //
 // It needs root and changes the machine (containerd, mounts, cgroups), so
 // it runs only with COURIER_NODE=1 (`make test-node`). `make test` runs
@@ -13,12 +15,15 @@
 // saying so.
 //
 // Everything it makes lives in its work directory (COURIER_NODE_KEEP=1
-// keeps it), except what containerd 1.6 puts in /run/containerd whatever
-// its config says (shim sockets, runc state; removed when empty) and the
-// cgroup /courier-node-<suffix> its containers run in (removed). Every
-// container gets its own network namespace with nothing but loopback; the
-// only listener outside one is the CRI plugin's stream server, on
-// 127.0.0.1.
+// keeps it), except the node's network namespace courier-node-<suffix>
+// (`ip netns`; containerd runs in it, with loopback and a veth pair, one end
+// holding 198.18.0.2, nothing connected to the machine's network),
+// what containerd 1.6 puts in /run/containerd whatever its config says
+// (shim sockets, runc state; removed when empty) and the cgroup
+// /courier-node-<suffix> its containers run in; all removed at the end.
+// Every container gets its own network namespace with nothing but
+// loopback; the only listener is the CRI plugin's stream server, on the
+// node namespace's 127.0.0.1.
 package node
 
 import (
@@ -39,6 +44,7 @@ var env struct {
 	repoRoot  string
 	imagesDir string
 	workDir   string
+	netns     *nodeNetns
 	ctrd      *containerd
 	// images maps each component (courier-apiserver, courier-agent) to its
 	// archive from `make image`.
@@ -115,7 +121,11 @@ func startEnv(ctx context.Context) error {
 	}
 	fmt.Println("node: work directory", env.workDir)
 	began := time.Now()
-	env.ctrd, err = startContainerd(ctx, filepath.Join(env.workDir, "containerd"), filepath.Base(env.workDir), cni)
+	name := filepath.Base(env.workDir)
+	if env.netns, err = newNodeNetns(ctx, name); err != nil {
+		return err
+	}
+	env.ctrd, err = startContainerd(ctx, filepath.Join(env.workDir, "containerd"), name, env.netns.path, cni)
 	if err != nil {
 		return err
 	}
@@ -143,8 +153,17 @@ func stopEnv() {
 			fmt.Fprintln(os.Stderr, "node: clean-up:", err)
 		}
 	}
+	if env.netns != nil {
+		if err := env.netns.remove(); err != nil {
+			fmt.Fprintln(os.Stderr, "node: clean-up:", err)
+		}
+	}
 	if env.workDir == "" {
 		return
+	}
+	// A kubelet's volumes, if any are left.
+	if err := unmountUnder(env.workDir); err != nil {
+		fmt.Fprintln(os.Stderr, "node: clean-up:", err)
 	}
 	if mounts, err := mountsUnder(env.workDir); err != nil || len(mounts) > 0 {
 		fmt.Fprintf(os.Stderr, "node: still mounted under %s (%v): %v; the work directory is kept\n", env.workDir, err, mounts)
