@@ -82,7 +82,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		return CompletedConfig{}, errors.New("the agent needs an upstream and a local cluster")
 	}
 	if c.AgentNamespace == "" {
-		c.AgentNamespace = "cattle-fleet-system"
+		c.AgentNamespace = fleet.SystemNamespace
 	}
 	if c.ReportInterval <= 0 {
 		c.ReportInterval = 30 * time.Second

@@ -110,3 +110,10 @@ func SourceMissing(spec courier.DownstreamCopySpec) bool {
 func Copyable(spec courier.DownstreamCopySpec) bool {
 	return Invalid(spec) == "" && spec.Source.ResourceVersion != ""
 }
+
+// SplitKey splits the keys the contract names rows and Clusters by,
+// "<namespace>/<name>" (StatusChange.Rows, the engine's Cluster keys).
+func SplitKey(key string) (namespace, name string) {
+	namespace, name, _ = strings.Cut(key, "/")
+	return namespace, name
+}

@@ -78,38 +78,6 @@ type Problem struct {
 	Err    error
 }
 
-// Compute returns every row of every HelmOp, sorted by namespace and name,
-// with the phase Courier can tell without a copy engine (see
-// ComputeHelmOp). The controller computes one HelmOp at a time; Compute is
-// the whole view at once, for tests and benchmarks.
-func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
-	ctx := context.Background()
-	ops, err := in.HelmOps.List(labels.Everything())
-	if err != nil {
-		return nil, nil, err
-	}
-	var rows []*courier.DownstreamCopy
-	var problems []Problem
-	workspaces := map[string]*workspace{}
-	for _, op := range ops {
-		ws, ok := workspaces[op.Namespace]
-		if !ok {
-			if ws, err = listWorkspace(in, op.Namespace); err != nil {
-				return nil, nil, err
-			}
-			workspaces[op.Namespace] = ws
-		}
-		opRows, opProblems, err := computeHelmOp(ctx, in, op, ws)
-		if err != nil {
-			return nil, nil, err
-		}
-		rows = append(rows, opRows...)
-		problems = append(problems, opProblems...)
-	}
-	sortRows(rows)
-	return dedupe(rows), problems, nil
-}
-
 // ComputeHelmOp returns one HelmOp's rows, sorted by name: one per Cluster
 // of its namespace that it targets and resource listed for that Cluster,
 // with the phase Courier can tell without a copy engine (baseStatus):
@@ -305,7 +273,7 @@ func serviceAccountRef(agentNamespace, name string) string {
 		return ""
 	}
 	if agentNamespace == "" {
-		agentNamespace = "cattle-fleet-system"
+		agentNamespace = fleet.SystemNamespace
 	}
 	return agentNamespace + "/" + name
 }

@@ -1,6 +1,7 @@
 package copyview
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -291,4 +293,36 @@ func TestInvalidDestinationNamespace(t *testing.T) {
 			t.Errorf("namespace %q: %s %q, want Invalid naming the destination namespace", ns, st.Phase, st.Message)
 		}
 	}
+}
+
+// Compute returns every row of every HelmOp (a test helper), sorted by namespace and name,
+// with the phase Courier can tell without a copy engine (see
+// ComputeHelmOp). The controller computes one HelmOp at a time; Compute is
+// the whole view at once, for tests and benchmarks.
+func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
+	ctx := context.Background()
+	ops, err := in.HelmOps.List(labels.Everything())
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []*courier.DownstreamCopy
+	var problems []Problem
+	workspaces := map[string]*workspace{}
+	for _, op := range ops {
+		ws, ok := workspaces[op.Namespace]
+		if !ok {
+			if ws, err = listWorkspace(in, op.Namespace); err != nil {
+				return nil, nil, err
+			}
+			workspaces[op.Namespace] = ws
+		}
+		opRows, opProblems, err := computeHelmOp(ctx, in, op, ws)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, opRows...)
+		problems = append(problems, opProblems...)
+	}
+	sortRows(rows)
+	return dedupe(rows), problems, nil
 }

@@ -67,15 +67,6 @@ func leftoverRow(l copycontract.Leftover) *courier.DownstreamCopy {
 	return row
 }
 
-// withLeftovers adds the leftover copies' rows to rows (see leftoverRows).
-func withLeftovers(rows []*courier.DownstreamCopy, leftovers []copycontract.Leftover) []*courier.DownstreamCopy {
-	wanted := make(map[string]bool, len(rows))
-	for _, r := range rows {
-		wanted[rowKey(r)] = true
-	}
-	return append(rows, leftoverRows(wanted, leftovers)...)
-}
-
 // leftoverRows returns the rows of leftover copies. A wanted row (a true
 // value in wanted, by row key) wins over a leftover of the same name (a
 // copy left in a previous destination namespace, say), and of two

@@ -64,3 +64,12 @@ func TestWithLeftovers(t *testing.T) {
 		t.Errorf("a copy being deleted is not Ready, got %+v", c)
 	}
 }
+
+// withLeftovers adds the leftover copies' rows to rows (see leftoverRows).
+func withLeftovers(rows []*courier.DownstreamCopy, leftovers []copycontract.Leftover) []*courier.DownstreamCopy {
+	wanted := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		wanted[rowKey(r)] = true
+	}
+	return append(rows, leftoverRows(wanted, leftovers)...)
+}

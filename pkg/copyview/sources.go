@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // A source that changes (a new resourceVersion of a Secret or ConfigMap
@@ -72,7 +73,7 @@ func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, s
 	}
 	rows := make([]*courier.DownstreamCopy, 0, len(keys))
 	for _, key := range keys {
-		ns, name := splitRowKey(key)
+		ns, name := copycontract.SplitKey(key)
 		r, ok := c.store.Get(ns, name)
 		if !ok || !courier.Delivered(r.Labels) {
 			return false // a Denied row may be allowed now

@@ -3,7 +3,6 @@ package copyview
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 	"github.com/courier-dev/courier/pkg/targeting"
 )
@@ -109,7 +109,7 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	c.mu.Unlock()
 	rows := make([]*courier.DownstreamCopy, 0, len(mine))
 	for _, key := range mine {
-		ns, name := splitRowKey(key)
+		ns, name := copycontract.SplitKey(key)
 		r, ok := c.store.Get(ns, name)
 		if !ok || !courier.Delivered(r.Labels) {
 			continue // a Denied row's status is the view's own
@@ -158,7 +158,7 @@ func (c *Controller) setKeysLocked(op types.NamespacedName, st *helmOpRows, want
 	var gone []memstore.Key
 	for key := range st.keys {
 		if _, ok := next[key]; !ok {
-			ns, name := splitRowKey(key)
+			ns, name := copycontract.SplitKey(key)
 			gone = append(gone, memstore.Key{Namespace: ns, Name: name})
 			delete(c.since, key)
 			c.unindexRowLocked(key)
@@ -267,20 +267,7 @@ func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedNam
 		} else if !errors.Is(p.Err, targeting.ErrNoCriteria) {
 			reason, msg = ReasonInvalidTarget, msg+"; the target matches no cluster"
 		}
-		c.recorder.Event(helmOpRef(op), corev1.EventTypeWarning, reason, truncate(msg, maxEventMessage))
-	}
-}
-
-// helmOpRef is the object a HelmOp's Events are recorded on: a reference,
-// since Fleet's types are not in the scheme the recorder is built with.
-func helmOpRef(op *fleet.HelmOp) *corev1.ObjectReference {
-	return &corev1.ObjectReference{
-		APIVersion:      fleet.SchemeGroupVersion.String(),
-		Kind:            "HelmOp",
-		Namespace:       op.Namespace,
-		Name:            op.Name,
-		UID:             op.UID,
-		ResourceVersion: op.ResourceVersion,
+		c.recorder.Event(fleet.HelmOpReference(op.Namespace, op.Name, op.UID, op.ResourceVersion), corev1.EventTypeWarning, reason, truncate(msg, maxEventMessage))
 	}
 }
 
@@ -298,8 +285,3 @@ func truncate(s string, n int) string {
 }
 
 func rowKey(r *courier.DownstreamCopy) string { return r.Namespace + "/" + r.Name }
-
-func splitRowKey(key string) (namespace, name string) {
-	namespace, name, _ = strings.Cut(key, "/")
-	return namespace, name
-}

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -165,7 +164,7 @@ func New(cfg Config) *Engine {
 		cfg.MaxBackoff = 2 * time.Minute
 	}
 	if cfg.AgentNamespace == "" {
-		cfg.AgentNamespace = "cattle-fleet-system"
+		cfg.AgentNamespace = fleet.SystemNamespace
 	}
 	if cfg.OnStatusChange == nil {
 		cfg.OnStatusChange = func([]copycontract.StatusChange) {}
@@ -417,24 +416,15 @@ func (e *Engine) processNext(ctx context.Context) bool {
 
 // helmOpRef is the object Events about a copy are recorded on.
 func (e *Engine) helmOpRef(nn types.NamespacedName) *corev1.ObjectReference {
-	ref := &corev1.ObjectReference{APIVersion: fleet.SchemeGroupVersion.String(), Kind: "HelmOp", Namespace: nn.Namespace, Name: nn.Name}
 	if op, err := e.cfg.HelmOps.HelmOps(nn.Namespace).Get(nn.Name); err == nil {
-		ref.UID = op.UID
-		ref.ResourceVersion = op.ResourceVersion
+		return fleet.HelmOpReference(op.Namespace, op.Name, op.UID, op.ResourceVersion)
 	}
-	return ref
-}
-
-func splitKey(key string) (namespace, name string) {
-	namespace, name, _ = strings.Cut(key, "/")
-	return namespace, name
+	return fleet.HelmOpReference(nn.Namespace, nn.Name, "", "")
 }
 
 func nowTime(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.Truncate(time.Second))
 	return &mt
 }
-
-func notFound(err error) bool { return apierrors.IsNotFound(err) }
 
 func describe(kind, ns, name string) string { return fmt.Sprintf("%s %s/%s", kind, ns, name) }

@@ -39,7 +39,7 @@ type outcome struct {
 // pass covers just those rows and does not sweep (scope.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	rows := e.takeScope(key) // nil: every row, and the sweep
-	ns, name := splitKey(key)
+	ns, name := copycontract.SplitKey(key)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		// The Cluster is gone: its rows are gone with it, and Courier can no

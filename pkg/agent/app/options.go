@@ -22,6 +22,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/courier-dev/courier/pkg/agent"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/leaderelect"
 )
@@ -64,7 +65,7 @@ func NewOptions() *Options {
 	le.RenewDeadline.Duration = 10 * time.Second
 	le.RetryPeriod.Duration = 2 * time.Second
 	return &Options{
-		AgentNamespace:         "cattle-fleet-system",
+		AgentNamespace:         fleet.SystemNamespace,
 		ReportInterval:         30 * time.Second,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",

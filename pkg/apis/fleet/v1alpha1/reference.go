@@ -1,0 +1,21 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// HelmOpReference is the object Events about a HelmOp are recorded on: a
+// reference, since Fleet's types are not in the scheme Courier's event
+// recorders are built with. uid and resourceVersion may be empty when the
+// HelmOp is gone.
+func HelmOpReference(namespace, name string, uid types.UID, resourceVersion string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion:      SchemeGroupVersion.String(),
+		Kind:            "HelmOp",
+		Namespace:       namespace,
+		Name:            name,
+		UID:             uid,
+		ResourceVersion: resourceVersion,
+	}
+}
