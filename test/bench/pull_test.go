@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -22,6 +26,7 @@ import (
 	courierv1alpha1 "github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/pkg/generated/clientset/versioned/scheme"
 	"github.com/courier-dev/courier/test/fleetsim"
 )
 
@@ -29,7 +34,7 @@ import (
 // pulled Cluster's agent watch.
 type pullResult struct {
 	agents   int
-	filtered bool
+	filtered bool          // each watch as its Cluster's agent, with its selector; else all as the admin, unfiltered
 	received int           // watches that saw their row's change
 	p50, p99 time.Duration // from the source update to a watch seeing its row
 	last     time.Duration
@@ -40,9 +45,18 @@ type pullResult struct {
 // testPull opens one watch per pulled Cluster through the aggregator, as
 // each Cluster's courier-agent does (DESIGN §9: fieldSelector
 // spec.cluster=<its Cluster>), changes the one source every row copies,
-// and times until every watch has its own row's change: once filtered,
-// once with the same watches unfiltered (each then receives every row and
-// picks its own). COURIER_BENCH_PULL sets the number of agents (500).
+// and times until every watch has its own row's change. Each watch is its
+// Cluster's agent: the user its courier.dev/agent-user annotation names,
+// bound to courier:agent in the workspace as test/e2e's agents are, which
+// the upstream admin's client impersonates (one client and connection for
+// all; the upstream authenticates the admin, then the aggregator hands
+// Courier the impersonated user, so every watch goes through Courier's
+// agent authorizer: checked first, by an agent refused a watch without
+// its selector and one with another Cluster's). Then, as a diagnostic,
+// the same watches unfiltered, which only the admin may open (each then
+// receives every row and picks its own: the design before watchers were
+// indexed by spec.cluster). COURIER_BENCH_PULL sets the number of agents
+// (500).
 func testPull(t *testing.T) {
 	n := 500
 	if v := os.Getenv("COURIER_BENCH_PULL"); v != "" {
@@ -75,12 +89,13 @@ func testPull(t *testing.T) {
 	name := func(i int) string { return fmt.Sprintf("a%d", i) }
 	err = fleetsim.Parallel(n, setupWorkers, func(i int) error {
 		_, err := fc.FleetV1alpha1().Clusters(ws).Create(ctx, &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name(i + 1),
-			Annotations: map[string]string{courierapi.AnnotationAgentUser: "agent-" + name(i+1)}}}, metav1.CreateOptions{})
+			Annotations: map[string]string{courierapi.AnnotationAgentUser: agentUser(name(i + 1))}}}, metav1.CreateOptions{})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	bindAgents(t, ctx, up, ws, n, name)
 	op := &fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "pull"}}
 	op.Spec.DownstreamResources = []fleet.DownstreamResource{{Kind: "Secret", Name: "s0"}}
 	for i := 1; i <= n; i++ {
@@ -94,12 +109,79 @@ func testPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIdle(t, courier.Pid(), time.Minute)
+	agentsRefused(t, ctx, fc, ws, name)
 
 	for round, filtered := range []bool{true, false} {
 		res := pullRound(t, ctx, fc, up, ws, n, name, filtered, round+1)
 		results.addPull(res)
 		waitIdle(t, courier.Pid(), time.Minute)
 	}
+}
+
+// agentUser is the upstream user of cluster's agent.
+func agentUser(cluster string) string { return "agent-" + cluster }
+
+// bindAgents binds the ClusterRole courier:agent to the n agents' users in
+// ws (one RoleBinding naming them all): what lets an agent reach Courier
+// at all; Courier's authorizer then narrows it to its Cluster's rows.
+func bindAgents(t *testing.T, ctx context.Context, up kubernetes.Interface, ws string, n int, name func(int) string) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "courier-agents", Namespace: ws},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "courier:agent"},
+	}
+	for i := 1; i <= n; i++ {
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: agentUser(name(i))})
+	}
+	if _, err := up.RbacV1().RoleBindings(ws).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchAs opens a watch of ws's rows as user, impersonated by fc's
+// (the upstream admin's) client.
+func watchAs(ctx context.Context, fc versioned.Interface, ws, user string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return fc.CourierV1alpha1().RESTClient().Get().SetHeader("Impersonate-User", user).
+		Namespace(ws).Resource("downstreamcopies").VersionedParams(&opts, scheme.ParameterCodec).Watch(ctx)
+}
+
+// agentsRefused checks that the watches are authorized as the agents,
+// not as the admin who impersonates them: the first agent is refused, by
+// Courier's agent authorizer (its reason names the agent), a watch without
+// its selector and one with the second Cluster's, and allowed its own.
+// Waited for, since Courier reads the Clusters' annotations from a watch.
+func agentsRefused(t *testing.T, ctx context.Context, fc versioned.Interface, ws string, name func(int) string) {
+	t.Helper()
+	user := agentUser(name(1))
+	cases := []struct {
+		what     string
+		selector string
+		refused  bool
+	}{
+		{"without its selector", "", true},
+		{"with another Cluster's selector", "spec.cluster=" + name(2), true},
+		{"with its own selector", "spec.cluster=" + name(1), false},
+	}
+	for _, c := range cases {
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			w, err := watchAs(ctx, fc, ws, user, metav1.ListOptions{FieldSelector: c.selector})
+			if w != nil {
+				w.Stop()
+			}
+			last = err
+			if c.refused {
+				return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "is the courier-agent of Cluster"), nil
+			}
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("a watch as %s %s: want refused=%t by Courier's agent authorizer, last answer: %v", user, c.what, c.refused, last)
+		}
+	}
+	results.note("pull: the watches are the agents' own users (impersonated); Courier's agent authorizer refused %s a watch without its selector "+
+		"and one with another Cluster's, and allowed its own", user)
 }
 
 // waitRows waits until ws holds want rows.
@@ -135,8 +217,11 @@ func pullRound(t *testing.T, ctx context.Context, fc versioned.Interface, up kub
 		opts := metav1.ListOptions{ResourceVersion: list.ResourceVersion}
 		if filtered {
 			opts.FieldSelector = "spec.cluster=" + name(i+1)
+			watches[i], err = watchAs(ctx, fc, ws, agentUser(name(i+1)), opts)
+		} else {
+			watches[i], err = fc.CourierV1alpha1().DownstreamCopies(ws).Watch(ctx, opts)
 		}
-		if watches[i], err = fc.CourierV1alpha1().DownstreamCopies(ws).Watch(ctx, opts); err != nil {
+		if err != nil {
 			t.Fatalf("watch %d of %d: %v", i+1, n, err)
 		}
 	}
@@ -219,9 +304,9 @@ func printPull(w io.Writer, rows []pullResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "pull: agents' watches\tsaw their row\tp50\tp99\tlast\tCourier CPU\tevents delivered")
 	for _, p := range rows {
-		kind := "filtered (spec.cluster)"
+		kind := "filtered (spec.cluster), each as its agent"
 		if !p.filtered {
-			kind = "unfiltered"
+			kind = "unfiltered, as the admin"
 		}
 		fmt.Fprintf(tw, "%d %s\t%d\t%s\t%s\t%s\t%s\t%d\n", p.agents, kind, p.received, ms(p.p50), ms(p.p99), ms(p.last), ms(p.cpu), p.events)
 	}
