@@ -155,32 +155,34 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := clusters.Add(cluster); err != nil {
 		return err
 	}
-	ds := &localCluster{}
-	eng := engine.New(engine.Config{
-		UpstreamID:            upstreamID,
-		Sources:               a.reader,
-		Clusters:              fleetlisters.NewClusterLister(clusters),
-		Downstream:            ds,
-		OnStatusChange:        a.reporter.Changed,
-		Workers:               a.cfg.Workers,
-		AgentNamespace:        a.cfg.AgentNamespace,
-		RequireServiceAccount: a.cfg.RequireServiceAccount,
-	})
 	// The local client's informers start at once and tell the engine of
-	// every change to the copies (drift): the engine exists first.
+	// every change to the copies (drift); the engine reads the copies
+	// through that client. The client reports to a sink the engine binds
+	// to when it is built (changes before then are kept, see CopyEvents).
+	copyEvents := &engine.CopyEvents{}
 	local, err := downstream.NewClient(cluster, a.cfg.Local, downstream.Options{
 		WatchSelector: func(c *fleet.Cluster) labels.Selector {
 			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
 		},
 		ForeignSelector: copyspec.FleetCopySelector(),
-		OnChange:        eng.CopyChanged,
+		OnChange:        copyEvents.CopyChanged,
 		UserAgent:       "courier-agent",
 	})
 	if err != nil {
 		return fmt.Errorf("the local cluster: %w", err)
 	}
 	defer local.Stop()
-	ds.client = local
+	eng := engine.New(engine.Config{
+		UpstreamID:            upstreamID,
+		Sources:               a.reader,
+		Clusters:              fleetlisters.NewClusterLister(clusters),
+		Downstream:            localCluster{client: local},
+		CopyEvents:            copyEvents,
+		OnStatusChange:        a.reporter.Changed,
+		Workers:               a.cfg.Workers,
+		AgentNamespace:        a.cfg.AgentNamespace,
+		RequireServiceAccount: a.cfg.RequireServiceAccount,
+	})
 	a.reporter.SetStatuses(eng)
 	// The local copies are listed first, so that a restart finds the
 	// current ones in the cache and writes nothing.
@@ -242,22 +244,19 @@ func (a *Agent) upstreamID(ctx context.Context) (string, error) {
 }
 
 // localCluster is the engine's Downstream: the one local client whatever
-// the Cluster. client is set before the engine runs.
+// the Cluster.
 type localCluster struct{ client *downstream.Client }
 
-var _ engine.Downstream = (*localCluster)(nil)
+var _ engine.Downstream = localCluster{}
 
 // Get implements engine.Downstream.
-func (l *localCluster) Get(context.Context, *fleet.Cluster) (*downstream.Client, error) {
-	if l.client == nil {
-		return nil, errors.New("the local cluster's client is not built yet")
-	}
+func (l localCluster) Get(context.Context, *fleet.Cluster) (*downstream.Client, error) {
 	return l.client, nil
 }
 
 // Forget implements engine.Downstream; it is never needed, as the one
 // Cluster is never gone.
-func (l *localCluster) Forget(string) {}
+func (l localCluster) Forget(string) {}
 
 // readyAfter marks the agent ready once the engine has every row.
 type readyAfter struct {

@@ -35,6 +35,10 @@ type Informers struct {
 	// (*metav1.PartialObjectMetadata).
 	Secrets    cache.SharedIndexInformer
 	ConfigMaps cache.SharedIndexInformer
+	// Relay, when set, is bound to the controller: the changes the engine
+	// and the agents' reports send it reach the controller, as the
+	// informers' events do.
+	Relay *Relay
 }
 
 // Controller keeps a store of rows in step with the informers behind
@@ -156,6 +160,11 @@ func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 	}
 	if inputs.Reports != nil {
 		c.synced = append(c.synced, inputs.Reports.HasSynced)
+	}
+	// Bound last, so that the relay never reaches a controller that failed
+	// to be built.
+	if informers.Relay != nil {
+		informers.Relay.bind(c)
 	}
 	return c, nil
 }

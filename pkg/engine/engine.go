@@ -69,6 +69,9 @@ type Config struct {
 	// statuses or HelmOps' leftover copies changed, naming them, so the
 	// view updates just those rows.
 	OnStatusChange func([]copycontract.StatusChange)
+	// CopyEvents, when set, is the sink the Downstream's watches report
+	// changes to copies to; New binds it to the engine (copyevents.go).
+	CopyEvents *CopyEvents
 	// Workers is how many clusters are reconciled at once (DefaultWorkers).
 	Workers int
 	// ResyncPeriod requeues every Cluster, which also sweeps copies nothing
@@ -203,6 +206,9 @@ func New(cfg Config) *Engine {
 		scopes:     map[string]*passScope{},
 	}
 	e.leading.Store(!cfg.Follower)
+	if cfg.CopyEvents != nil {
+		cfg.CopyEvents.bind(e)
+	}
 	return e
 }
 

@@ -63,12 +63,8 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 		Client:    writer.CoreV1(),
 		Informer:  v.reportInformer,
 		Rows:      agentauth.StoreRows{Store: v.downstreamCopies},
-		OnChange: func(c types.NamespacedName) {
-			if v.controller != nil {
-				v.controller.ReportChanged(c)
-			}
-		},
-		Linger: agentreport.DefaultLinger,
+		OnChange:  v.relay.ReportChanged,
+		Linger:    agentreport.DefaultLinger,
 	})
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -26,7 +25,6 @@ import (
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
-	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -66,12 +64,15 @@ type views struct {
 	fleetInformers    fleetinformers.SharedInformerFactory
 	metadataInformers metadatainformer.SharedInformerFactory
 	controller        *copyview.Controller
-	engine            *engine.Engine
-	downstream        *downstream.Cache
-	events            record.EventBroadcaster
-	downstreamCopies  *memstore.Store[*courier.DownstreamCopy]
-	fieldCopies       *memstore.Store[*courier.FieldCopy]
-	fieldCopy         *fieldcopy.Controller // nil without --fieldcopy-target
+	// relay carries the engine's and the reports' changes to controller,
+	// which is built after them; NewController binds it.
+	relay            *copyview.Relay
+	engine           *engine.Engine
+	downstream       *downstream.Cache
+	events           record.EventBroadcaster
+	downstreamCopies *memstore.Store[*courier.DownstreamCopy]
+	fieldCopies      *memstore.Store[*courier.FieldCopy]
+	fieldCopy        *fieldcopy.Controller // nil without --fieldcopy-target
 	// upstream is the upstream cluster's client, as Courier.
 	upstream kubernetes.Interface
 	// exports decides which sources may be exported at all (DESIGN §3
@@ -143,6 +144,7 @@ func newInformers(config *rest.Config) (*views, error) {
 	return &views{
 		fleetInformers:    fleetinformers.NewSharedInformerFactory(fleetClient, informerResync),
 		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
+		relay:             &copyview.Relay{},
 		events:            record.NewBroadcaster(),
 		downstreamCopies:  memstore.New[*courier.DownstreamCopy](downstreamcopy.WatchIndex()),
 		fieldCopies:       memstore.New[*courier.FieldCopy](),
@@ -195,7 +197,9 @@ var _ copyview.Engine = (*engine.Engine)(nil)
 // newEngine builds the downstream cache and the copy engine it feeds, and
 // starts sending the engine's Events upstream.
 func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, sources sourceInformers) error {
-	var eng *engine.Engine
+	// The downstream watches report to the engine, built after them from
+	// the cache they fill: they are handed a sink the engine binds to.
+	copyEvents := &engine.CopyEvents{}
 	kubeconfigs, err := kubeconfigReader(config)
 	if err != nil {
 		return err
@@ -210,21 +214,20 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		ShareLabel:      copyspec.LabelClusterHash,
 		LegacySelector:  copyspec.UnlabelledSelector(),
 		ForeignSelector: copyspec.FleetCopySelector(),
-		OnChange:        func(key string, obj runtime.Object) { eng.CopyChanged(key, obj) },
+		OnChange:        copyEvents.CopyChanged,
 		UserAgent:       "courier",
 	})
-	eng = engine.New(engine.Config{
+	v.engine = engine.New(engine.Config{
 		UpstreamID: upstreamID,
 		Upstream:   v.upstream,
 		Clusters:   fleet.Clusters().Lister(),
 		HelmOps:    fleet.HelmOps().Lister(),
 		Downstream: v.downstream,
+		CopyEvents: copyEvents,
 		Recorder:   v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
-		OnStatusChange: func(changes []copycontract.StatusChange) {
-			if v.controller != nil {
-				v.controller.StatusChanged(changes)
-			}
-		},
+		// The view controller is built after the engine, from it: the
+		// engine's changes reach it through the relay it binds.
+		OnStatusChange: v.relay.StatusChanged,
 		// Every source read for a copy is checked against the export rule,
 		// whatever the view handed over.
 		Sources:               engine.UpstreamSources{Client: v.upstream, Guard: v.exports.Guard},
@@ -235,7 +238,6 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		// only once it holds the Lease.
 		Follower: o.LeaderElection.LeaderElect,
 	})
-	v.engine = eng
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: v.upstream.CoreV1().Events("")})
 	return nil
 }
@@ -263,6 +265,7 @@ func (v *views) newController(o *Options, sources sourceInformers) error {
 		ClusterGroups: fleet.ClusterGroups().Informer(),
 		Secrets:       sources.secrets.Informer(),
 		ConfigMaps:    sources.configMaps.Informer(),
+		Relay:         v.relay,
 	}, copyview.Events{
 		Recorder: v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
 		Follower: o.LeaderElection.LeaderElect,
