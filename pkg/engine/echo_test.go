@@ -115,9 +115,7 @@ func TestEchoBeforeResponse(t *testing.T) {
 			if queued := len(drain(env.e.queue)) > 0; queued != tc.queued {
 				t.Errorf("queued=%t, want %t", queued, tc.queued)
 			}
-			env.e.mu.Lock()
-			delete(env.e.echoes, echoKey(clusterKey, "Secret", targetNS, "db"))
-			env.e.mu.Unlock()
+			env.e.echo.forgetEcho(clusterKey, "Secret", targetNS, "db")
 		})
 	}
 }

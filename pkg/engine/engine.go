@@ -15,13 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -131,18 +129,16 @@ type Engine struct {
 	// is started, the ones in flight finish.
 	draining atomic.Bool
 
+	// echo tells the echoes of the engine's own writes from other changes
+	// to copies; it has its own lock (echo.go).
+	echo *echoFilter
+
 	mu        sync.Mutex
 	desired   desiredState
 	statuses  map[string]copycontract.Status // row key -> what the engine saw
 	leftovers leftoverState
 	// pending is what the next notify tells the view, by HelmOp.
 	pending map[types.NamespacedName]*pendingChange
-	// echoes are the resourceVersions of the engine's own last writes, by
-	// echoKey: the watch event of such a write needs no pass.
-	echoes map[string]echo
-	// inflight holds, by echoKey, the resourceVersions of events for
-	// copies being written right now (see writing).
-	inflight map[string][]string
 	// passed is, per Cluster, the client a pass last ended with
 	// (createUnread).
 	passed map[string]*downstream.Client
@@ -198,13 +194,12 @@ func New(cfg Config) *Engine {
 		statuses:   map[string]copycontract.Status{},
 		leftovers:  newLeftoverState(),
 		pending:    map[types.NamespacedName]*pendingChange{},
-		echoes:     map[string]echo{},
-		inflight:   map[string][]string{},
 		passed:     map[string]*downstream.Client{},
 		initial:    map[string]bool{},
 		observedAt: map[string]time.Time{},
 		scopes:     map[string]*passScope{},
 	}
+	e.echo = newEchoFilter(e.stillWanted)
 	e.leading.Store(!cfg.Follower)
 	if cfg.CopyEvents != nil {
 		cfg.CopyEvents.bind(e)
@@ -234,68 +229,33 @@ func (e *Engine) ClusterChanged(clusterKey string) { e.queueWhole(clusterKey) }
 
 // CopyChanged is told of every change to Courier's copies in a cluster
 // (obj nil when one was deleted) and queues the cluster, except for the
-// echo of a write the engine made itself: that copy is recorded Synced
-// already, and a pass would only find it current. Without this, every
-// write cost each cluster a second pass. The echo may arrive before the
-// write's response: events for a copy being written are held until the
-// write returns (see writing), then judged by the resourceVersion it got.
+// echo of a write the engine made itself (echo.go).
 func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
-	if m, err := meta.Accessor(obj); obj != nil && err == nil {
-		k := echoKey(clusterKey, kindOfObject(obj), m.GetNamespace(), m.GetName())
-		e.mu.Lock()
-		if seen, ok := e.inflight[k]; ok {
-			e.inflight[k] = append(seen, m.GetResourceVersion())
-			e.mu.Unlock()
-			return
-		}
-		ex, ok := e.echoes[k]
-		echo := ok && ex.rv == m.GetResourceVersion()
-		if echo {
-			delete(e.echoes, k)
-			// Only the echo of a copy still wanted here is nothing to do. A
-			// copy that stopped being wanted after it was written (an entry
-			// removed, a source denied) needs the sweep of a whole pass, and
-			// the sweep that followed may have missed it: the Cluster's
-			// watch can deliver the copy late (a relist after its
-			// kube-apiserver came back), after that sweep read the cache.
-			echo = slices.Contains(e.twins.wantedBy[ex.copyID], clusterKey)
-		}
-		e.mu.Unlock()
-		if echo {
-			return
-		}
+	if e.echo.changed(clusterKey, obj) {
+		e.queueWhole(clusterKey)
 	}
-	e.queueWhole(clusterKey)
+}
+
+// stillWanted reports whether copyID is still wanted by the Cluster
+// clusterKey, for the echo filter. It takes e.mu.
+func (e *Engine) stillWanted(clusterKey, copyID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(e.twins.wantedBy[copyID], clusterKey)
 }
 
 // writing marks copy c of cluster as being written: CopyChanged holds its
-// events until written is called with the outcome.
+// events until wrote is called with the outcome.
 func (e *Engine) writing(cluster *fleet.Cluster, c desiredCopy) {
-	k := echoKey(cluster.Namespace+"/"+cluster.Name, c.kind, c.targetNS, c.name)
-	e.mu.Lock()
-	e.inflight[k] = []string{}
-	e.mu.Unlock()
+	e.echo.writing(cluster.Namespace+"/"+cluster.Name, c)
 }
 
 // wrote ends writing: rv is the resourceVersion the write gave the copy
-// ("" when it failed). Events held meanwhile that are all the write's own
-// echo need nothing; any other queues the cluster (someone else changed
-// the copy too); with none held, the echo is still to come (expectEcho).
+// ("" when it failed); the cluster is queued when someone else changed
+// the copy meanwhile (echoFilter.wrote).
 func (e *Engine) wrote(cluster *fleet.Cluster, c desiredCopy, rv string) {
 	clusterKey := cluster.Namespace + "/" + cluster.Name
-	k := echoKey(clusterKey, c.kind, c.targetNS, c.name)
-	e.mu.Lock()
-	seen := e.inflight[k]
-	delete(e.inflight, k)
-	other := false
-	for _, s := range seen {
-		other = other || s != rv
-	}
-	if rv != "" && len(seen) == 0 {
-		e.echoes[k] = echo{rv: rv, copyID: copyID(c.helmOp, c.kind, c.targetNS, c.name)}
-	}
-	e.mu.Unlock()
-	if other || (rv == "" && len(seen) > 0) {
+	if e.echo.wrote(clusterKey, c, rv) {
 		e.queueWhole(clusterKey)
 	}
 }
@@ -307,27 +267,7 @@ func (e *Engine) expectEcho(cluster *fleet.Cluster, c desiredCopy, rv string) {
 }
 
 // forgetEchoes drops a cluster's expected echoes (the Cluster is gone).
-func (e *Engine) forgetEchoes(clusterKey string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for k := range e.echoes {
-		if strings.HasPrefix(k, clusterKey+"|") {
-			delete(e.echoes, k)
-		}
-	}
-}
-
-func echoKey(clusterKey, kind, ns, name string) string {
-	return clusterKey + "|" + kind + "|" + ns + "/" + name
-}
-
-// echo is the engine's own last write of one copy, whose watch event is
-// expected: the resourceVersion it gave the copy, and the copy's identity
-// (copyID), by which CopyChanged tells whether it is still wanted.
-type echo struct {
-	rv     string
-	copyID string
-}
+func (e *Engine) forgetEchoes(clusterKey string) { e.echo.forget(clusterKey) }
 
 // kindOfObject names the kind of a typed Secret or ConfigMap (informers'
 // objects carry no TypeMeta).
