@@ -20,15 +20,9 @@ log() { echo "build-kubelet: $*" >&2; }
 
 if [ ! -x "$bindir/kubelet" ]; then
   mkdir -p "$bindir"
-  minor=${KUBELET_VERSION#v1.}; minor=${minor%%.*}
-  ldflags="-s -w \
- -X k8s.io/component-base/version.gitVersion=${KUBELET_VERSION} \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=${minor} \
- -X k8s.io/component-base/version.gitTreeState=clean \
- -X k8s.io/client-go/pkg/version.gitVersion=${KUBELET_VERSION} \
- -X k8s.io/client-go/pkg/version.gitMajor=1 \
- -X k8s.io/client-go/pkg/version.gitMinor=${minor}"
+  # shellcheck source=lib/kube-ldflags.sh
+  source "$root/hack/lib/kube-ldflags.sh"
+  ldflags=$(kube_ldflags "$KUBELET_VERSION")
   log "building kubelet ${KUBELET_VERSION} (first time: about 10 minutes on 2 cores)"
   start=$(date +%s)
   # Into a temporary name, then renamed: an interrupted build never leaves a

@@ -21,15 +21,9 @@ mkdir -p "$bindir"
 
 log() { echo "build-tools: $*" >&2; }
 
-minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
-kube_ldflags="-s -w \
- -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} \
- -X k8s.io/component-base/version.gitMajor=1 \
- -X k8s.io/component-base/version.gitMinor=${minor} \
- -X k8s.io/component-base/version.gitTreeState=clean \
- -X k8s.io/client-go/pkg/version.gitVersion=${KUBE_VERSION} \
- -X k8s.io/client-go/pkg/version.gitMajor=1 \
- -X k8s.io/client-go/pkg/version.gitMinor=${minor}"
+# shellcheck source=lib/kube-ldflags.sh
+source "$root/hack/lib/kube-ldflags.sh"
+kube_ldflags=$(kube_ldflags "$KUBE_VERSION")
 
 missing=()
 for b in kube-apiserver kube-controller-manager kubectl; do
