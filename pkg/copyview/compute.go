@@ -176,6 +176,7 @@ func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match
 			Labels:    rowLabels(op.Name, m.Cluster.Name, res.Kind, true),
 		},
 		Spec: courier.DownstreamCopySpec{
+			Owner:          courier.CopyOwner{Kind: courier.OwnerKindHelmOp, Name: op.Name},
 			HelmOp:         op.Name,
 			Cluster:        m.Cluster.Name,
 			Source:         courier.CopySource{Kind: res.Kind, Name: res.Name},

@@ -36,6 +36,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DownstreamCopyList{},
 		&FieldCopy{},
 		&FieldCopyList{},
+		&DownstreamCopySummary{},
+		&DownstreamCopySummaryList{},
 	)
 	return nil
 }

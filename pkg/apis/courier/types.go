@@ -39,12 +39,29 @@ type DownstreamCopy struct {
 
 // DownstreamCopySpec says what is copied where, and as whom.
 type DownstreamCopySpec struct {
+	Owner          CopyOwner
 	HelmOp         string
+	GitRepo        string
 	Cluster        string
 	Source         CopySource
 	Target         CopyTarget
 	ServiceAccount string
 	KeepResources  bool
+}
+
+// OwnerKind is the kind of object whose list names a source.
+type OwnerKind string
+
+// The kinds of owner.
+const (
+	OwnerKindHelmOp OwnerKind = "HelmOp"
+	OwnerKindBundle OwnerKind = "Bundle"
+)
+
+// CopyOwner names the HelmOp or Bundle whose downstreamResources list a source.
+type CopyOwner struct {
+	Kind OwnerKind
+	Name string
 }
 
 // CopySource names the upstream object, in the HelmOp's namespace.

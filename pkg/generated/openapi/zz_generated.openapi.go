@@ -34,18 +34,25 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
+		v1alpha1.CopyOwner{}.OpenAPIModelName():                    schema_pkg_apis_courier_v1alpha1_CopyOwner(ref),
 		v1alpha1.CopySource{}.OpenAPIModelName():                   schema_pkg_apis_courier_v1alpha1_CopySource(ref),
 		v1alpha1.CopyTarget{}.OpenAPIModelName():                   schema_pkg_apis_courier_v1alpha1_CopyTarget(ref),
 		v1alpha1.DownstreamCopy{}.OpenAPIModelName():               schema_pkg_apis_courier_v1alpha1_DownstreamCopy(ref),
 		v1alpha1.DownstreamCopyList{}.OpenAPIModelName():           schema_pkg_apis_courier_v1alpha1_DownstreamCopyList(ref),
 		v1alpha1.DownstreamCopySpec{}.OpenAPIModelName():           schema_pkg_apis_courier_v1alpha1_DownstreamCopySpec(ref),
 		v1alpha1.DownstreamCopyStatus{}.OpenAPIModelName():         schema_pkg_apis_courier_v1alpha1_DownstreamCopyStatus(ref),
+		v1alpha1.DownstreamCopySummary{}.OpenAPIModelName():        schema_pkg_apis_courier_v1alpha1_DownstreamCopySummary(ref),
+		v1alpha1.DownstreamCopySummaryList{}.OpenAPIModelName():    schema_pkg_apis_courier_v1alpha1_DownstreamCopySummaryList(ref),
+		v1alpha1.DownstreamCopySummarySpec{}.OpenAPIModelName():    schema_pkg_apis_courier_v1alpha1_DownstreamCopySummarySpec(ref),
+		v1alpha1.DownstreamCopySummaryStatus{}.OpenAPIModelName():  schema_pkg_apis_courier_v1alpha1_DownstreamCopySummaryStatus(ref),
 		v1alpha1.FieldCopy{}.OpenAPIModelName():                    schema_pkg_apis_courier_v1alpha1_FieldCopy(ref),
 		v1alpha1.FieldCopyList{}.OpenAPIModelName():                schema_pkg_apis_courier_v1alpha1_FieldCopyList(ref),
 		v1alpha1.FieldCopySource{}.OpenAPIModelName():              schema_pkg_apis_courier_v1alpha1_FieldCopySource(ref),
 		v1alpha1.FieldCopySpec{}.OpenAPIModelName():                schema_pkg_apis_courier_v1alpha1_FieldCopySpec(ref),
 		v1alpha1.FieldCopyStatus{}.OpenAPIModelName():              schema_pkg_apis_courier_v1alpha1_FieldCopyStatus(ref),
 		v1alpha1.FieldCopyTarget{}.OpenAPIModelName():              schema_pkg_apis_courier_v1alpha1_FieldCopyTarget(ref),
+		v1alpha1.NonReadyCopy{}.OpenAPIModelName():                 schema_pkg_apis_courier_v1alpha1_NonReadyCopy(ref),
+		v1alpha1.SummarySource{}.OpenAPIModelName():                schema_pkg_apis_courier_v1alpha1_SummarySource(ref),
 		v1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
 		v1.Affinity{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_Affinity(ref),
 		v1.AppArmorProfile{}.OpenAPIModelName():                    schema_k8sio_api_core_v1_AppArmorProfile(ref),
@@ -350,6 +357,37 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 	}
 }
 
+func schema_pkg_apis_courier_v1alpha1_CopyOwner(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CopyOwner names the HelmOp or Bundle whose downstreamResources list a source.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is HelmOp or Bundle.\n\nPossible enum values:\n - `\"Bundle\"` : a fleet.cattle.io Bundle not made from a HelmOp (for example from a GitRepo's fleet.yaml).\n - `\"HelmOp\"` : a fleet.cattle.io HelmOp.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Bundle", "HelmOp"},
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the owner's name, in the row's namespace.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"kind", "name"},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_courier_v1alpha1_CopySource(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -523,10 +561,23 @@ func schema_pkg_apis_courier_v1alpha1_DownstreamCopySpec(ref common.ReferenceCal
 				Description: "DownstreamCopySpec says what is copied where, and as whom.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
+					"owner": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Owner is the fleet.cattle.io object, in this object's namespace, that lists the source: a HelmOp or a Bundle.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CopyOwner{}.OpenAPIModelName()),
+						},
+					},
 					"helmOp": {
 						SchemaProps: spec.SchemaProps{
-							Description: "HelmOp is the name of the fleet.cattle.io HelmOp, in this object's namespace, that lists the source.",
-							Default:     "",
+							Description: "HelmOp is the name of the HelmOp that lists the source; empty when the owner is a Bundle.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"gitRepo": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GitRepo is the GitRepo the owning Bundle was made from (its fleet.cattle.io/repo-name label), if any.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -568,11 +619,11 @@ func schema_pkg_apis_courier_v1alpha1_DownstreamCopySpec(ref common.ReferenceCal
 						},
 					},
 				},
-				Required: []string{"helmOp", "cluster", "source", "target"},
+				Required: []string{"cluster", "source", "target"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.CopySource{}.OpenAPIModelName(), v1alpha1.CopyTarget{}.OpenAPIModelName()},
+			v1alpha1.CopyOwner{}.OpenAPIModelName(), v1alpha1.CopySource{}.OpenAPIModelName(), v1alpha1.CopyTarget{}.OpenAPIModelName()},
 	}
 }
 
@@ -637,6 +688,277 @@ func schema_pkg_apis_courier_v1alpha1_DownstreamCopyStatus(ref common.ReferenceC
 		},
 		Dependencies: []string{
 			metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_courier_v1alpha1_DownstreamCopySummary(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DownstreamCopySummary sums up the rows of one owner (a HelmOp or a Bundle): how many Clusters and copies are synced at their sources' current versions, how many fail and why. It is computed from the rows, never stored, and never holds copied data nor anything derived from it. Its Ready condition is what `kubectl wait --for=condition=Ready dcs/<name>` waits for after a source changed.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. A HelmOp's summary has the HelmOp's name; a Bundle's is named bundle:<bundle name>.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Spec names the owner.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.DownstreamCopySummarySpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Status sums up the owner's rows.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.DownstreamCopySummaryStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.DownstreamCopySummarySpec{}.OpenAPIModelName(), v1alpha1.DownstreamCopySummaryStatus{}.OpenAPIModelName(), metav1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_courier_v1alpha1_DownstreamCopySummaryList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DownstreamCopySummaryList is a list of DownstreamCopySummary.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(metav1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Items are the summaries.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.DownstreamCopySummary{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.DownstreamCopySummary{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_courier_v1alpha1_DownstreamCopySummarySpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DownstreamCopySummarySpec names the owner a summary is about.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"owner": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Owner is the HelmOp or Bundle, in this object's namespace.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CopyOwner{}.OpenAPIModelName()),
+						},
+					},
+					"gitRepo": {
+						SchemaProps: spec.SchemaProps{
+							Description: "GitRepo is the GitRepo the owning Bundle was made from, if any.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"owner"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CopyOwner{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_courier_v1alpha1_DownstreamCopySummaryStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "DownstreamCopySummaryStatus sums up an owner's rows.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"clusters": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Clusters is how many Clusters the owner targets (Clusters with a row that is not a leftover, Kept or Deleting).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"readyClusters": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadyClusters is how many of them have every copy Synced at its source's current resourceVersion.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"copies": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Copies is how many rows are wanted (leftovers aside).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"syncedCopies": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SyncedCopies is how many of them are Synced at their source's current resourceVersion.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"failing": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Failing is how many rows are in a phase that needs someone to act: Forbidden, Conflict, Denied, Invalid, Unreachable or SourceMissing.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"phases": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phases counts every row, leftovers included, by phase.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"integer"},
+										Format: "int32",
+									},
+								},
+							},
+						},
+					},
+					"sources": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Sources are the listed sources with their current resourceVersion and how many copies are synced at it: the progress of a rotation.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.SummarySource{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"nonReady": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "NonReady are at most 10 rows that are not Synced at their source's current resourceVersion, most severe first, then by Cluster.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.NonReadyCopy{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"incomplete": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Incomplete is true when more rows are not ready than NonReady holds.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message sums up what is not ready, in Fleet's style: Forbidden(7) [Cluster fleet-default/a: ...].",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions hold the Ready condition.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(metav1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"clusters", "readyClusters", "copies", "syncedCopies", "failing"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.NonReadyCopy{}.OpenAPIModelName(), v1alpha1.SummarySource{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName()},
 	}
 }
 
@@ -927,6 +1249,114 @@ func schema_pkg_apis_courier_v1alpha1_FieldCopyTarget(ref common.ReferenceCallba
 					},
 				},
 				Required: []string{"apiVersion", "kind", "name"},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_courier_v1alpha1_NonReadyCopy(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "NonReadyCopy is one row that is not Synced at its source's current resourceVersion.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the DownstreamCopy's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the Fleet Cluster's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"source": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Source is the source's kind and name.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.CopySource{}.OpenAPIModelName()),
+						},
+					},
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Phase is the row's phase.\n\nPossible enum values:\n - `\"Conflict\"` : an object of the same name that Courier does not own exists downstream.\n - `\"Deleting\"` : the copy is no longer wanted and is being removed.\n - `\"Denied\"` : the source may never be exported (a Cluster's kubeconfig, a credential Secret type, or annotated courier.dev/export: \"false\"); nothing is written, and a copy made before is removed unless keepResources.\n - `\"Forbidden\"` : the ServiceAccount may not write the copy.\n - `\"Invalid\"` : the entry cannot be copied (for example an unsupported kind).\n - `\"Kept\"` : the copy is no longer wanted and stays because of keepResources.\n - `\"Pending\"` : the copy is wanted and has not been written yet.\n - `\"SourceMissing\"` : the source does not exist upstream.\n - `\"Synced\"` : the downstream copy matches its source.\n - `\"Unreachable\"` : the downstream cluster cannot be reached.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Conflict", "Deleting", "Denied", "Forbidden", "Invalid", "Kept", "Pending", "SourceMissing", "Synced", "Unreachable"},
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message is the row's message.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "cluster", "source", "phase"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CopySource{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_courier_v1alpha1_SummarySource(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "SummarySource is one listed source and how far its copies are.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is Secret or ConfigMap.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the source's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"resourceVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ResourceVersion is the source's resourceVersion upstream, as of the summary; empty when it does not exist.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"copies": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Copies is how many rows copy this source (leftovers aside).",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"syncedCopies": {
+						SchemaProps: spec.SchemaProps{
+							Description: "SyncedCopies is how many of them are Synced at ResourceVersion.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"kind", "name", "copies", "syncedCopies"},
 			},
 		},
 	}

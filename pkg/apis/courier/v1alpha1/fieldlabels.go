@@ -9,8 +9,14 @@ import (
 // DownstreamCopyFieldLabels are the field selectors downstreamcopies accept
 // besides metadata.name and metadata.namespace (DESIGN §4).
 var DownstreamCopyFieldLabels = []string{
-	"spec.helmOp", "spec.cluster", "spec.source.kind", "spec.source.name", "status.phase",
+	"spec.helmOp", "spec.owner.kind", "spec.owner.name", "spec.gitRepo",
+	"spec.cluster", "spec.source.kind", "spec.source.name", "status.phase",
 }
+
+// DownstreamCopySummaryFieldLabels are the field selectors
+// downstreamcopysummaries accept besides metadata.name and
+// metadata.namespace.
+var DownstreamCopySummaryFieldLabels = []string{"spec.owner.kind", "spec.owner.name", "spec.gitRepo"}
 
 // FieldCopyFieldLabels are the field selectors fieldcopies accept besides
 // metadata.name and metadata.namespace.
@@ -23,8 +29,9 @@ var FieldCopyFieldLabels = []string{
 // than silently ignoring it.
 func addFieldLabelConversions(scheme *runtime.Scheme) error {
 	for kind, allowed := range map[string][]string{
-		"DownstreamCopy": DownstreamCopyFieldLabels,
-		"FieldCopy":      FieldCopyFieldLabels,
+		"DownstreamCopy":        DownstreamCopyFieldLabels,
+		"FieldCopy":             FieldCopyFieldLabels,
+		"DownstreamCopySummary": DownstreamCopySummaryFieldLabels,
 	} {
 		allowed := allowed
 		kind := kind

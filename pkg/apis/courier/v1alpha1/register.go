@@ -39,6 +39,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DownstreamCopyList{},
 		&FieldCopy{},
 		&FieldCopyList{},
+		&DownstreamCopySummary{},
+		&DownstreamCopySummaryList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

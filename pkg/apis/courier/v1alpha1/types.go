@@ -63,8 +63,15 @@ type DownstreamCopy struct {
 
 // DownstreamCopySpec says what is copied where, and as whom.
 type DownstreamCopySpec struct {
-	// HelmOp is the name of the fleet.cattle.io HelmOp, in this object's namespace, that lists the source.
-	HelmOp string `json:"helmOp"`
+	// Owner is the fleet.cattle.io object, in this object's namespace, that lists the source: a HelmOp or a Bundle.
+	// +optional
+	Owner CopyOwner `json:"owner,omitempty"`
+	// HelmOp is the name of the HelmOp that lists the source; empty when the owner is a Bundle.
+	// +optional
+	HelmOp string `json:"helmOp,omitempty"`
+	// GitRepo is the GitRepo the owning Bundle was made from (its fleet.cattle.io/repo-name label), if any.
+	// +optional
+	GitRepo string `json:"gitRepo,omitempty"`
 	// Cluster is the name of the fleet.cattle.io Cluster the copy goes to.
 	Cluster string `json:"cluster"`
 	// Source is the upstream object, in the HelmOp's namespace.
@@ -78,6 +85,27 @@ type DownstreamCopySpec struct {
 	// KeepResources is true when the copy stays after the cluster is no longer targeted.
 	// +optional
 	KeepResources bool `json:"keepResources,omitempty"`
+}
+
+// OwnerKind is the kind of object whose list names a source.
+//
+// +enum
+type OwnerKind string
+
+// The kinds of owner.
+const (
+	// OwnerKindHelmOp: a fleet.cattle.io HelmOp.
+	OwnerKindHelmOp OwnerKind = "HelmOp"
+	// OwnerKindBundle: a fleet.cattle.io Bundle not made from a HelmOp (for example from a GitRepo's fleet.yaml).
+	OwnerKindBundle OwnerKind = "Bundle"
+)
+
+// CopyOwner names the HelmOp or Bundle whose downstreamResources list a source.
+type CopyOwner struct {
+	// Kind is HelmOp or Bundle.
+	Kind OwnerKind `json:"kind"`
+	// Name is the owner's name, in the row's namespace.
+	Name string `json:"name"`
 }
 
 // CopySource names the upstream object, in the HelmOp's namespace.

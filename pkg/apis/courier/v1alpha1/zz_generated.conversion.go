@@ -36,6 +36,16 @@ func init() {
 // RegisterConversions adds conversion functions to the given scheme.
 // Public to allow building arbitrary schemes.
 func RegisterConversions(s *runtime.Scheme) error {
+	if err := s.AddGeneratedConversionFunc((*CopyOwner)(nil), (*courier.CopyOwner)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_CopyOwner_To_courier_CopyOwner(a.(*CopyOwner), b.(*courier.CopyOwner), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.CopyOwner)(nil), (*CopyOwner)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_CopyOwner_To_v1alpha1_CopyOwner(a.(*courier.CopyOwner), b.(*CopyOwner), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*CopySource)(nil), (*courier.CopySource)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_CopySource_To_courier_CopySource(a.(*CopySource), b.(*courier.CopySource), scope)
 	}); err != nil {
@@ -93,6 +103,46 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}
 	if err := s.AddGeneratedConversionFunc((*courier.DownstreamCopyStatus)(nil), (*DownstreamCopyStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_courier_DownstreamCopyStatus_To_v1alpha1_DownstreamCopyStatus(a.(*courier.DownstreamCopyStatus), b.(*DownstreamCopyStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DownstreamCopySummary)(nil), (*courier.DownstreamCopySummary)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DownstreamCopySummary_To_courier_DownstreamCopySummary(a.(*DownstreamCopySummary), b.(*courier.DownstreamCopySummary), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.DownstreamCopySummary)(nil), (*DownstreamCopySummary)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_DownstreamCopySummary_To_v1alpha1_DownstreamCopySummary(a.(*courier.DownstreamCopySummary), b.(*DownstreamCopySummary), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DownstreamCopySummaryList)(nil), (*courier.DownstreamCopySummaryList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DownstreamCopySummaryList_To_courier_DownstreamCopySummaryList(a.(*DownstreamCopySummaryList), b.(*courier.DownstreamCopySummaryList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.DownstreamCopySummaryList)(nil), (*DownstreamCopySummaryList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_DownstreamCopySummaryList_To_v1alpha1_DownstreamCopySummaryList(a.(*courier.DownstreamCopySummaryList), b.(*DownstreamCopySummaryList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DownstreamCopySummarySpec)(nil), (*courier.DownstreamCopySummarySpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DownstreamCopySummarySpec_To_courier_DownstreamCopySummarySpec(a.(*DownstreamCopySummarySpec), b.(*courier.DownstreamCopySummarySpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.DownstreamCopySummarySpec)(nil), (*DownstreamCopySummarySpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_DownstreamCopySummarySpec_To_v1alpha1_DownstreamCopySummarySpec(a.(*courier.DownstreamCopySummarySpec), b.(*DownstreamCopySummarySpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*DownstreamCopySummaryStatus)(nil), (*courier.DownstreamCopySummaryStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_DownstreamCopySummaryStatus_To_courier_DownstreamCopySummaryStatus(a.(*DownstreamCopySummaryStatus), b.(*courier.DownstreamCopySummaryStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.DownstreamCopySummaryStatus)(nil), (*DownstreamCopySummaryStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_DownstreamCopySummaryStatus_To_v1alpha1_DownstreamCopySummaryStatus(a.(*courier.DownstreamCopySummaryStatus), b.(*DownstreamCopySummaryStatus), scope)
 	}); err != nil {
 		return err
 	}
@@ -156,7 +206,47 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*NonReadyCopy)(nil), (*courier.NonReadyCopy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_NonReadyCopy_To_courier_NonReadyCopy(a.(*NonReadyCopy), b.(*courier.NonReadyCopy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.NonReadyCopy)(nil), (*NonReadyCopy)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_NonReadyCopy_To_v1alpha1_NonReadyCopy(a.(*courier.NonReadyCopy), b.(*NonReadyCopy), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*SummarySource)(nil), (*courier.SummarySource)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_SummarySource_To_courier_SummarySource(a.(*SummarySource), b.(*courier.SummarySource), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*courier.SummarySource)(nil), (*SummarySource)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_courier_SummarySource_To_v1alpha1_SummarySource(a.(*courier.SummarySource), b.(*SummarySource), scope)
+	}); err != nil {
+		return err
+	}
 	return nil
+}
+
+func autoConvert_v1alpha1_CopyOwner_To_courier_CopyOwner(in *CopyOwner, out *courier.CopyOwner, s conversion.Scope) error {
+	*out = *(*courier.CopyOwner)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_CopyOwner_To_courier_CopyOwner is an autogenerated conversion function.
+func Convert_v1alpha1_CopyOwner_To_courier_CopyOwner(in *CopyOwner, out *courier.CopyOwner, s conversion.Scope) error {
+	return autoConvert_v1alpha1_CopyOwner_To_courier_CopyOwner(in, out, s)
+}
+
+func autoConvert_courier_CopyOwner_To_v1alpha1_CopyOwner(in *courier.CopyOwner, out *CopyOwner, s conversion.Scope) error {
+	*out = *(*CopyOwner)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_courier_CopyOwner_To_v1alpha1_CopyOwner is an autogenerated conversion function.
+func Convert_courier_CopyOwner_To_v1alpha1_CopyOwner(in *courier.CopyOwner, out *CopyOwner, s conversion.Scope) error {
+	return autoConvert_courier_CopyOwner_To_v1alpha1_CopyOwner(in, out, s)
 }
 
 func autoConvert_v1alpha1_CopySource_To_courier_CopySource(in *CopySource, out *courier.CopySource, s conversion.Scope) error {
@@ -293,6 +383,100 @@ func Convert_courier_DownstreamCopyStatus_To_v1alpha1_DownstreamCopyStatus(in *c
 	return autoConvert_courier_DownstreamCopyStatus_To_v1alpha1_DownstreamCopyStatus(in, out, s)
 }
 
+func autoConvert_v1alpha1_DownstreamCopySummary_To_courier_DownstreamCopySummary(in *DownstreamCopySummary, out *courier.DownstreamCopySummary, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_DownstreamCopySummarySpec_To_courier_DownstreamCopySummarySpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_DownstreamCopySummaryStatus_To_courier_DownstreamCopySummaryStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_DownstreamCopySummary_To_courier_DownstreamCopySummary is an autogenerated conversion function.
+func Convert_v1alpha1_DownstreamCopySummary_To_courier_DownstreamCopySummary(in *DownstreamCopySummary, out *courier.DownstreamCopySummary, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DownstreamCopySummary_To_courier_DownstreamCopySummary(in, out, s)
+}
+
+func autoConvert_courier_DownstreamCopySummary_To_v1alpha1_DownstreamCopySummary(in *courier.DownstreamCopySummary, out *DownstreamCopySummary, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_courier_DownstreamCopySummarySpec_To_v1alpha1_DownstreamCopySummarySpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_courier_DownstreamCopySummaryStatus_To_v1alpha1_DownstreamCopySummaryStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_courier_DownstreamCopySummary_To_v1alpha1_DownstreamCopySummary is an autogenerated conversion function.
+func Convert_courier_DownstreamCopySummary_To_v1alpha1_DownstreamCopySummary(in *courier.DownstreamCopySummary, out *DownstreamCopySummary, s conversion.Scope) error {
+	return autoConvert_courier_DownstreamCopySummary_To_v1alpha1_DownstreamCopySummary(in, out, s)
+}
+
+func autoConvert_v1alpha1_DownstreamCopySummaryList_To_courier_DownstreamCopySummaryList(in *DownstreamCopySummaryList, out *courier.DownstreamCopySummaryList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]courier.DownstreamCopySummary)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_DownstreamCopySummaryList_To_courier_DownstreamCopySummaryList is an autogenerated conversion function.
+func Convert_v1alpha1_DownstreamCopySummaryList_To_courier_DownstreamCopySummaryList(in *DownstreamCopySummaryList, out *courier.DownstreamCopySummaryList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DownstreamCopySummaryList_To_courier_DownstreamCopySummaryList(in, out, s)
+}
+
+func autoConvert_courier_DownstreamCopySummaryList_To_v1alpha1_DownstreamCopySummaryList(in *courier.DownstreamCopySummaryList, out *DownstreamCopySummaryList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]DownstreamCopySummary)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_courier_DownstreamCopySummaryList_To_v1alpha1_DownstreamCopySummaryList is an autogenerated conversion function.
+func Convert_courier_DownstreamCopySummaryList_To_v1alpha1_DownstreamCopySummaryList(in *courier.DownstreamCopySummaryList, out *DownstreamCopySummaryList, s conversion.Scope) error {
+	return autoConvert_courier_DownstreamCopySummaryList_To_v1alpha1_DownstreamCopySummaryList(in, out, s)
+}
+
+func autoConvert_v1alpha1_DownstreamCopySummarySpec_To_courier_DownstreamCopySummarySpec(in *DownstreamCopySummarySpec, out *courier.DownstreamCopySummarySpec, s conversion.Scope) error {
+	*out = *(*courier.DownstreamCopySummarySpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_DownstreamCopySummarySpec_To_courier_DownstreamCopySummarySpec is an autogenerated conversion function.
+func Convert_v1alpha1_DownstreamCopySummarySpec_To_courier_DownstreamCopySummarySpec(in *DownstreamCopySummarySpec, out *courier.DownstreamCopySummarySpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DownstreamCopySummarySpec_To_courier_DownstreamCopySummarySpec(in, out, s)
+}
+
+func autoConvert_courier_DownstreamCopySummarySpec_To_v1alpha1_DownstreamCopySummarySpec(in *courier.DownstreamCopySummarySpec, out *DownstreamCopySummarySpec, s conversion.Scope) error {
+	*out = *(*DownstreamCopySummarySpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_courier_DownstreamCopySummarySpec_To_v1alpha1_DownstreamCopySummarySpec is an autogenerated conversion function.
+func Convert_courier_DownstreamCopySummarySpec_To_v1alpha1_DownstreamCopySummarySpec(in *courier.DownstreamCopySummarySpec, out *DownstreamCopySummarySpec, s conversion.Scope) error {
+	return autoConvert_courier_DownstreamCopySummarySpec_To_v1alpha1_DownstreamCopySummarySpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_DownstreamCopySummaryStatus_To_courier_DownstreamCopySummaryStatus(in *DownstreamCopySummaryStatus, out *courier.DownstreamCopySummaryStatus, s conversion.Scope) error {
+	*out = *(*courier.DownstreamCopySummaryStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_DownstreamCopySummaryStatus_To_courier_DownstreamCopySummaryStatus is an autogenerated conversion function.
+func Convert_v1alpha1_DownstreamCopySummaryStatus_To_courier_DownstreamCopySummaryStatus(in *DownstreamCopySummaryStatus, out *courier.DownstreamCopySummaryStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_DownstreamCopySummaryStatus_To_courier_DownstreamCopySummaryStatus(in, out, s)
+}
+
+func autoConvert_courier_DownstreamCopySummaryStatus_To_v1alpha1_DownstreamCopySummaryStatus(in *courier.DownstreamCopySummaryStatus, out *DownstreamCopySummaryStatus, s conversion.Scope) error {
+	*out = *(*DownstreamCopySummaryStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_courier_DownstreamCopySummaryStatus_To_v1alpha1_DownstreamCopySummaryStatus is an autogenerated conversion function.
+func Convert_courier_DownstreamCopySummaryStatus_To_v1alpha1_DownstreamCopySummaryStatus(in *courier.DownstreamCopySummaryStatus, out *DownstreamCopySummaryStatus, s conversion.Scope) error {
+	return autoConvert_courier_DownstreamCopySummaryStatus_To_v1alpha1_DownstreamCopySummaryStatus(in, out, s)
+}
+
 func autoConvert_v1alpha1_FieldCopy_To_courier_FieldCopy(in *FieldCopy, out *courier.FieldCopy, s conversion.Scope) error {
 	out.ObjectMeta = in.ObjectMeta
 	if err := Convert_v1alpha1_FieldCopySpec_To_courier_FieldCopySpec(&in.Spec, &out.Spec, s); err != nil {
@@ -425,4 +609,44 @@ func autoConvert_courier_FieldCopyTarget_To_v1alpha1_FieldCopyTarget(in *courier
 // Convert_courier_FieldCopyTarget_To_v1alpha1_FieldCopyTarget is an autogenerated conversion function.
 func Convert_courier_FieldCopyTarget_To_v1alpha1_FieldCopyTarget(in *courier.FieldCopyTarget, out *FieldCopyTarget, s conversion.Scope) error {
 	return autoConvert_courier_FieldCopyTarget_To_v1alpha1_FieldCopyTarget(in, out, s)
+}
+
+func autoConvert_v1alpha1_NonReadyCopy_To_courier_NonReadyCopy(in *NonReadyCopy, out *courier.NonReadyCopy, s conversion.Scope) error {
+	*out = *(*courier.NonReadyCopy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_NonReadyCopy_To_courier_NonReadyCopy is an autogenerated conversion function.
+func Convert_v1alpha1_NonReadyCopy_To_courier_NonReadyCopy(in *NonReadyCopy, out *courier.NonReadyCopy, s conversion.Scope) error {
+	return autoConvert_v1alpha1_NonReadyCopy_To_courier_NonReadyCopy(in, out, s)
+}
+
+func autoConvert_courier_NonReadyCopy_To_v1alpha1_NonReadyCopy(in *courier.NonReadyCopy, out *NonReadyCopy, s conversion.Scope) error {
+	*out = *(*NonReadyCopy)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_courier_NonReadyCopy_To_v1alpha1_NonReadyCopy is an autogenerated conversion function.
+func Convert_courier_NonReadyCopy_To_v1alpha1_NonReadyCopy(in *courier.NonReadyCopy, out *NonReadyCopy, s conversion.Scope) error {
+	return autoConvert_courier_NonReadyCopy_To_v1alpha1_NonReadyCopy(in, out, s)
+}
+
+func autoConvert_v1alpha1_SummarySource_To_courier_SummarySource(in *SummarySource, out *courier.SummarySource, s conversion.Scope) error {
+	*out = *(*courier.SummarySource)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_SummarySource_To_courier_SummarySource is an autogenerated conversion function.
+func Convert_v1alpha1_SummarySource_To_courier_SummarySource(in *SummarySource, out *courier.SummarySource, s conversion.Scope) error {
+	return autoConvert_v1alpha1_SummarySource_To_courier_SummarySource(in, out, s)
+}
+
+func autoConvert_courier_SummarySource_To_v1alpha1_SummarySource(in *courier.SummarySource, out *SummarySource, s conversion.Scope) error {
+	*out = *(*SummarySource)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_courier_SummarySource_To_v1alpha1_SummarySource is an autogenerated conversion function.
+func Convert_courier_SummarySource_To_v1alpha1_SummarySource(in *courier.SummarySource, out *SummarySource, s conversion.Scope) error {
+	return autoConvert_courier_SummarySource_To_v1alpha1_SummarySource(in, out, s)
 }

@@ -22,6 +22,11 @@ limitations under the License.
 package v1alpha1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CopyOwner) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.CopyOwner"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in CopySource) OpenAPIModelName() string {
 	return "dev.courier.v1alpha1.CopySource"
 }
@@ -52,6 +57,26 @@ func (in DownstreamCopyStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DownstreamCopySummary) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.DownstreamCopySummary"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DownstreamCopySummaryList) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.DownstreamCopySummaryList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DownstreamCopySummarySpec) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.DownstreamCopySummarySpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in DownstreamCopySummaryStatus) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.DownstreamCopySummaryStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FieldCopy) OpenAPIModelName() string {
 	return "dev.courier.v1alpha1.FieldCopy"
 }
@@ -79,4 +104,14 @@ func (in FieldCopyStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FieldCopyTarget) OpenAPIModelName() string {
 	return "dev.courier.v1alpha1.FieldCopyTarget"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in NonReadyCopy) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.NonReadyCopy"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in SummarySource) OpenAPIModelName() string {
+	return "dev.courier.v1alpha1.SummarySource"
 }

@@ -30,6 +30,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&HelmOp{}, &HelmOpList{},
 		&Cluster{}, &ClusterList{},
 		&ClusterGroup{}, &ClusterGroupList{},
+		&Bundle{}, &BundleList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

@@ -126,3 +126,66 @@ type ClusterGroupList struct {
 
 	Items []ClusterGroup `json:"items"`
 }
+
+// +genclient
+// +genclient:noStatus
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Bundle is what Fleet deploys: one per GitRepo path (from its fleet.yaml)
+// and one per HelmOp. Courier reads only the options that say which
+// Secrets and ConfigMaps to copy, and where; everything else in a Bundle
+// (its resources, often the whole chart) is dropped when it is decoded, so
+// the informer's cache holds only these fields.
+type Bundle struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec BundleSpec `json:"spec,omitempty"`
+}
+
+// TargetCustomizationModeAllMatches merges every matching targetCustomization
+// in order; the default, FirstMatch, takes the first one only.
+const TargetCustomizationModeAllMatches = "AllMatches"
+
+// BundleSpec is the part of Fleet's BundleSpec that Courier uses.
+type BundleSpec struct {
+	BundleDeploymentOptions `json:",inline"`
+
+	// Targets are the fleet.yaml targetCustomizations followed by the
+	// GitRepo's targets (one per TargetRestriction) when TargetRestrictions
+	// is set; otherwise all of them are plain targets.
+	Targets []BundleTarget `json:"targets,omitempty"`
+	// TargetRestrictions, when set, is the allow list of clusters (the
+	// GitRepo's own targets).
+	TargetRestrictions []BundleTargetRestriction `json:"targetRestrictions,omitempty"`
+	// TargetCustomizationMode is FirstMatch (default) or AllMatches.
+	TargetCustomizationMode string `json:"targetCustomizationMode,omitempty"`
+}
+
+// BundleTargetRestriction is one entry of a Bundle's allow list.
+type BundleTargetRestriction struct {
+	Name                 string                `json:"name,omitempty"`
+	ClusterName          string                `json:"clusterName,omitempty"`
+	ClusterSelector      *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+	ClusterGroup         string                `json:"clusterGroup,omitempty"`
+	ClusterGroupSelector *metav1.LabelSelector `json:"clusterGroupSelector,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// BundleList is a list of Bundle.
+type BundleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Bundle `json:"items"`
+}
+
+// Labels Fleet puts on a Bundle.
+const (
+	// LabelHelmOpName is on a Bundle made from a HelmOp; Courier reads that
+	// HelmOp directly and ignores the Bundle.
+	LabelHelmOpName = "fleet.cattle.io/fleet-helm-name"
+	// LabelRepoName names the GitRepo a Bundle was made from.
+	LabelRepoName = "fleet.cattle.io/repo-name"
+)

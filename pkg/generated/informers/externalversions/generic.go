@@ -56,10 +56,14 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 	// Group=courier.dev, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithResource("downstreamcopies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Courier().V1alpha1().DownstreamCopies().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("downstreamcopysummaries"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Courier().V1alpha1().DownstreamCopySummaries().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("fieldcopies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Courier().V1alpha1().FieldCopies().Informer()}, nil
 
 		// Group=fleet.cattle.io, Version=v1alpha1
+	case fleetv1alpha1.SchemeGroupVersion.WithResource("bundles"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Fleet().V1alpha1().Bundles().Informer()}, nil
 	case fleetv1alpha1.SchemeGroupVersion.WithResource("clusters"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Fleet().V1alpha1().Clusters().Informer()}, nil
 	case fleetv1alpha1.SchemeGroupVersion.WithResource("clustergroups"):

@@ -67,6 +67,9 @@ func newList(items []*courier.DownstreamCopy, resourceVersion string) runtime.Ob
 func selectableFields(o *courier.DownstreamCopy) fields.Set {
 	return fields.Set{
 		"spec.helmOp":      o.Spec.HelmOp,
+		"spec.owner.kind":  string(o.Spec.Owner.Kind),
+		"spec.owner.name":  o.Spec.Owner.Name,
+		"spec.gitRepo":     o.Spec.GitRepo,
 		"spec.cluster":     o.Spec.Cluster,
 		"spec.source.kind": o.Spec.Source.Kind,
 		"spec.source.name": o.Spec.Source.Name,

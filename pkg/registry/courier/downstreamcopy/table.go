@@ -10,7 +10,7 @@ import (
 // appear only with kubectl's -o wide.
 var columns = []metav1.TableColumnDefinition{
 	{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]},
-	{Name: "HelmOp", Type: "string", Description: "The fleet.cattle.io HelmOp, in this object's namespace, that lists the source."},
+	{Name: "HelmOp", Type: "string", Description: "The fleet.cattle.io HelmOp, in this object's namespace, that lists the source; bundle:<name> for a Bundle (the name of its downstreamcopysummary)."},
 	{Name: "Cluster", Type: "string", Description: "The fleet.cattle.io Cluster the copy goes to."},
 	{Name: "Kind", Type: "string", Description: "Kind of the source: Secret or ConfigMap as listed in the HelmOp."},
 	{Name: "Source", Type: "string", Description: "Name of the source object, in the HelmOp's namespace."},
@@ -25,7 +25,7 @@ var columns = []metav1.TableColumnDefinition{
 func cells(o *courier.DownstreamCopy, name, age string) []interface{} {
 	return []interface{}{
 		name,
-		o.Spec.HelmOp,
+		ownerCell(o.Spec),
 		o.Spec.Cluster,
 		o.Spec.Source.Kind,
 		o.Spec.Source.Name,
@@ -35,4 +35,13 @@ func cells(o *courier.DownstreamCopy, name, age string) []interface{} {
 		o.Status.Message,
 		o.Status.SyncedResourceVersion,
 	}
+}
+
+// ownerCell is what the HelmOp column shows: the HelmOp, or bundle:<name>
+// for a Bundle's row (the name of the Bundle's downstreamcopysummary).
+func ownerCell(spec courier.DownstreamCopySpec) string {
+	if spec.Owner.Kind == courier.OwnerKindBundle {
+		return courier.BundleSummaryPrefix + spec.Owner.Name
+	}
+	return spec.HelmOp
 }

@@ -26,6 +26,14 @@ type DownstreamCopyListerExpansion interface{}
 // DownstreamCopyNamespaceLister.
 type DownstreamCopyNamespaceListerExpansion interface{}
 
+// DownstreamCopySummaryListerExpansion allows custom methods to be added to
+// DownstreamCopySummaryLister.
+type DownstreamCopySummaryListerExpansion interface{}
+
+// DownstreamCopySummaryNamespaceListerExpansion allows custom methods to be added to
+// DownstreamCopySummaryNamespaceLister.
+type DownstreamCopySummaryNamespaceListerExpansion interface{}
+
 // FieldCopyListerExpansion allows custom methods to be added to
 // FieldCopyLister.
 type FieldCopyListerExpansion interface{}

@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1alpha1
 
+// BundleListerExpansion allows custom methods to be added to
+// BundleLister.
+type BundleListerExpansion interface{}
+
+// BundleNamespaceListerExpansion allows custom methods to be added to
+// BundleNamespaceLister.
+type BundleNamespaceListerExpansion interface{}
+
 // ClusterListerExpansion allows custom methods to be added to
 // ClusterLister.
 type ClusterListerExpansion interface{}

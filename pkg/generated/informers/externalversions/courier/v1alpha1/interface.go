@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// DownstreamCopies returns a DownstreamCopyInformer.
 	DownstreamCopies() TypedDownstreamCopyInformer
+	// DownstreamCopySummaries returns a DownstreamCopySummaryInformer.
+	DownstreamCopySummaries() TypedDownstreamCopySummaryInformer
 	// FieldCopies returns a FieldCopyInformer.
 	FieldCopies() TypedFieldCopyInformer
 }
@@ -44,6 +46,11 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // DownstreamCopies returns a TypedDownstreamCopyInformer.
 func (v *version) DownstreamCopies() TypedDownstreamCopyInformer {
 	return &downstreamCopyInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// DownstreamCopySummaries returns a TypedDownstreamCopySummaryInformer.
+func (v *version) DownstreamCopySummaries() TypedDownstreamCopySummaryInformer {
+	return &downstreamCopySummaryInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // FieldCopies returns a TypedFieldCopyInformer.

@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// Bundles returns a BundleInformer.
+	Bundles() TypedBundleInformer
 	// Clusters returns a ClusterInformer.
 	Clusters() TypedClusterInformer
 	// ClusterGroups returns a ClusterGroupInformer.
@@ -41,6 +43,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// Bundles returns a TypedBundleInformer.
+func (v *version) Bundles() TypedBundleInformer {
+	return &bundleInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // Clusters returns a TypedClusterInformer.

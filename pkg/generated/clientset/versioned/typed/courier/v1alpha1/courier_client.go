@@ -29,6 +29,7 @@ import (
 type CourierV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	DownstreamCopiesGetter
+	DownstreamCopySummariesGetter
 	FieldCopiesGetter
 }
 
@@ -39,6 +40,10 @@ type CourierV1alpha1Client struct {
 
 func (c *CourierV1alpha1Client) DownstreamCopies(namespace string) DownstreamCopyInterface {
 	return newDownstreamCopies(c, namespace)
+}
+
+func (c *CourierV1alpha1Client) DownstreamCopySummaries(namespace string) DownstreamCopySummaryInterface {
+	return newDownstreamCopySummaries(c, namespace)
 }
 
 func (c *CourierV1alpha1Client) FieldCopies(namespace string) FieldCopyInterface {

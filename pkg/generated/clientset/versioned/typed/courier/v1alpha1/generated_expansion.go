@@ -20,4 +20,6 @@ package v1alpha1
 
 type DownstreamCopyExpansion interface{}
 
+type DownstreamCopySummaryExpansion interface{}
+
 type FieldCopyExpansion interface{}

@@ -28,6 +28,7 @@ import (
 
 type FleetV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	BundlesGetter
 	ClustersGetter
 	ClusterGroupsGetter
 	HelmOpsGetter
@@ -36,6 +37,10 @@ type FleetV1alpha1Interface interface {
 // FleetV1alpha1Client is used to interact with features provided by the fleet.cattle.io group.
 type FleetV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *FleetV1alpha1Client) Bundles(namespace string) BundleInterface {
+	return newBundles(c, namespace)
 }
 
 func (c *FleetV1alpha1Client) Clusters(namespace string) ClusterInterface {

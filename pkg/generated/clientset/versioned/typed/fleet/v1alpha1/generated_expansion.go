@@ -18,6 +18,8 @@ limitations under the License.
 
 package v1alpha1
 
+type BundleExpansion interface{}
+
 type ClusterExpansion interface{}
 
 type ClusterGroupExpansion interface{}

@@ -32,6 +32,10 @@ func (c *FakeCourierV1alpha1) DownstreamCopies(namespace string) v1alpha1.Downst
 	return newFakeDownstreamCopies(c, namespace)
 }
 
+func (c *FakeCourierV1alpha1) DownstreamCopySummaries(namespace string) v1alpha1.DownstreamCopySummaryInterface {
+	return newFakeDownstreamCopySummaries(c, namespace)
+}
+
 func (c *FakeCourierV1alpha1) FieldCopies(namespace string) v1alpha1.FieldCopyInterface {
 	return newFakeFieldCopies(c, namespace)
 }

@@ -28,6 +28,10 @@ type FakeFleetV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeFleetV1alpha1) Bundles(namespace string) v1alpha1.BundleInterface {
+	return newFakeBundles(c, namespace)
+}
+
 func (c *FakeFleetV1alpha1) Clusters(namespace string) v1alpha1.ClusterInterface {
 	return newFakeClusters(c, namespace)
 }
