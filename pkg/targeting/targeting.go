@@ -1,6 +1,7 @@
-// Package targeting decides which downstream Clusters a Fleet HelmOp targets
-// and with which options, so that Courier copies a HelmOp's
-// downstreamResources exactly where Fleet would deploy it.
+// Package targeting decides which downstream Clusters a Fleet HelmOp or
+// Bundle targets and with which options, so that Courier copies their
+// downstreamResources exactly where Fleet would deploy them (Bundles:
+// ResolveBundle, with Fleet's targetRestrictions and targetCustomizations).
 //
 // Courier does not import Fleet: this package reimplements Fleet's target
 // semantics (DESIGN.md §3.3–§3.4) as pure functions over Courier's
@@ -93,34 +94,44 @@ func ResourceKey(r v1alpha1.DownstreamResource) string {
 // MergeOptions merges a HelmOp's root options with a target's (which may be
 // nil, for the root options alone).
 func MergeOptions(root v1alpha1.BundleDeploymentOptions, target *v1alpha1.BundleTarget) Options {
-	merged := root
-	var extra []v1alpha1.DownstreamResource
-	if target != nil {
-		t := target.BundleDeploymentOptions
-		if t.TargetNamespace != "" {
-			merged.TargetNamespace = t.TargetNamespace
-		}
-		if t.DefaultNamespace != "" {
-			merged.DefaultNamespace = t.DefaultNamespace
-		}
-		if t.ServiceAccount != "" {
-			merged.ServiceAccount = t.ServiceAccount
-		}
-		merged.KeepResources = merged.KeepResources || t.KeepResources
-		extra = t.DownstreamResources
+	if target == nil {
+		return finish(mergeRaw(root, v1alpha1.BundleDeploymentOptions{}))
 	}
+	return finish(mergeRaw(root, target.BundleDeploymentOptions))
+}
 
-	var resources []v1alpha1.DownstreamResource
+// mergeRaw is Fleet's options.Merge for the fields Courier reads: custom's
+// non-empty namespace, defaultNamespace and serviceAccount override base's,
+// keepResources is OR-ed, and downstreamResources are base ∪ custom,
+// deduplicated on ResourceKey, base order first, first spelling kept.
+func mergeRaw(base, custom v1alpha1.BundleDeploymentOptions) v1alpha1.BundleDeploymentOptions {
+	merged := base
+	if custom.TargetNamespace != "" {
+		merged.TargetNamespace = custom.TargetNamespace
+	}
+	if custom.DefaultNamespace != "" {
+		merged.DefaultNamespace = custom.DefaultNamespace
+	}
+	if custom.ServiceAccount != "" {
+		merged.ServiceAccount = custom.ServiceAccount
+	}
+	merged.KeepResources = merged.KeepResources || custom.KeepResources
+	merged.DownstreamResources = nil
 	seen := map[string]bool{}
-	for _, list := range [][]v1alpha1.DownstreamResource{root.DownstreamResources, extra} {
+	for _, list := range [][]v1alpha1.DownstreamResource{base.DownstreamResources, custom.DownstreamResources} {
 		for _, r := range list {
 			if k := ResourceKey(r); !seen[k] {
 				seen[k] = true
-				resources = append(resources, r)
+				merged.DownstreamResources = append(merged.DownstreamResources, r)
 			}
 		}
 	}
+	return merged
+}
 
+// finish turns merged options into what a copy needs: the destination
+// namespace is namespace, else defaultNamespace, else "default".
+func finish(merged v1alpha1.BundleDeploymentOptions) Options {
 	ns := merged.TargetNamespace
 	if ns == "" {
 		ns = merged.DefaultNamespace
@@ -129,7 +140,7 @@ func MergeOptions(root v1alpha1.BundleDeploymentOptions, target *v1alpha1.Bundle
 		ns = DefaultNamespace
 	}
 	return Options{
-		Resources:      resources,
+		Resources:      merged.DownstreamResources,
 		Namespace:      ns,
 		ServiceAccount: merged.ServiceAccount,
 		KeepResources:  merged.KeepResources,
@@ -217,6 +228,11 @@ func parseTargets(op *v1alpha1.HelmOp, gs []group) ([]target, []Problem) {
 	if len(specs) == 0 {
 		specs = []v1alpha1.BundleTarget{{Name: DefaultTargetName, ClusterGroup: DefaultClusterGroup}}
 	}
+	return parseTargetList(specs, gs)
+}
+
+// parseTargetList parses specs in order, as parseTargets does.
+func parseTargetList(specs []v1alpha1.BundleTarget, gs []group) ([]target, []Problem) {
 	var problems []Problem
 	reported := map[string]bool{}
 	ts := make([]target, 0, len(specs))
@@ -273,26 +289,76 @@ func (t *target) consults(g group) bool {
 	return t.groupSel == nil || t.groupSel.Matches(g.labels)
 }
 
-// matches reports whether every criterion the target sets holds for c.
+// ClusterDisplayNameLabel is the label Rancher puts on a Cluster with its
+// display name; Fleet's clusterName matches it as well as the name.
+const ClusterDisplayNameLabel = "management.cattle.io/cluster-display-name"
+
+// matches reports whether every criterion the target sets holds for c, in
+// one of the groups that contain c (or in none, when the target sets no
+// group criteria).
 func (t *target) matches(c *v1alpha1.Cluster, gs []group) bool {
+	return t.matchesAny(c, containing(c, gs), nil)
+}
+
+// matchesAny reports whether t and, when restrictions are given, one of
+// them hold for c in the same group: Fleet evaluates a target and the
+// restrictions group by group (matcher/bundlematch.go), or with no group
+// when c is in none.
+func (t *target) matchesAny(c *v1alpha1.Cluster, in []*group, restrictions []target) bool {
 	if t.never {
 		return false
 	}
-	if t.spec.ClusterName != "" && t.spec.ClusterName != c.Name {
+	check := func(g *group) bool {
+		if !t.matchesIn(c, g) {
+			return false
+		}
+		if restrictions == nil {
+			return true
+		}
+		for i := range restrictions {
+			if restrictions[i].matchesIn(c, g) {
+				return true
+			}
+		}
 		return false
 	}
-	cl := labels.Set(c.Labels)
-	if t.clusterSel != nil && !t.clusterSel.Matches(cl) {
+	if len(in) == 0 {
+		return check(nil)
+	}
+	for _, g := range in {
+		if check(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesIn reports whether every criterion the target sets holds for c
+// as a member of g (nil: of no group).
+func (t *target) matchesIn(c *v1alpha1.Cluster, g *group) bool {
+	if t.never {
+		return false
+	}
+	if n := t.spec.ClusterName; n != "" && n != c.Name && n != c.Labels[ClusterDisplayNameLabel] {
+		return false
+	}
+	if t.clusterSel != nil && !t.clusterSel.Matches(labels.Set(c.Labels)) {
 		return false
 	}
 	if t.spec.ClusterGroup == "" && t.groupSel == nil {
 		return true
 	}
-	// One group must satisfy both group criteria and contain the cluster.
-	for _, g := range gs {
-		if g.sel != nil && g.err == nil && t.consults(g) && g.sel.Matches(cl) {
-			return true
+	return g != nil && t.consults(*g)
+}
+
+// containing are the groups whose valid selector selects c.
+func containing(c *v1alpha1.Cluster, gs []group) []*group {
+	var in []*group
+	cl := labels.Set(c.Labels)
+	for i := range gs {
+		if g := &gs[i]; g.sel != nil && g.err == nil && g.sel.Matches(cl) {
+			in = append(in, g)
 		}
 	}
-	return false
+	return in
 }
