@@ -117,3 +117,27 @@ func SplitKey(key string) (namespace, name string) {
 	namespace, name, _ = strings.Cut(key, "/")
 	return namespace, name
 }
+
+// OwnerKey is the key a row's copies are filed under, by the engine and in
+// the owner label of every copy (copyspec.OwnerHash): the namespace and
+// name of a HelmOp, or for a Bundle its name prefixed with "bundle:" (no
+// HelmOp's name holds a ":", so a HelmOp and a Bundle of the same name
+// never share copies). A row from a server that did not set spec.owner
+// names its HelmOp only.
+func OwnerKey(namespace string, spec courier.DownstreamCopySpec) types.NamespacedName {
+	if spec.Owner.Kind == courier.OwnerKindBundle {
+		return types.NamespacedName{Namespace: namespace, Name: courier.BundleSummaryPrefix + spec.Owner.Name}
+	}
+	if spec.Owner.Name != "" {
+		return types.NamespacedName{Namespace: namespace, Name: spec.Owner.Name}
+	}
+	return types.NamespacedName{Namespace: namespace, Name: spec.HelmOp}
+}
+
+// OwnerOf is the owner an OwnerKey names.
+func OwnerOf(key types.NamespacedName) courier.CopyOwner {
+	if name, ok := strings.CutPrefix(key.Name, courier.BundleSummaryPrefix); ok {
+		return courier.CopyOwner{Kind: courier.OwnerKindBundle, Name: name}
+	}
+	return courier.CopyOwner{Kind: courier.OwnerKindHelmOp, Name: key.Name}
+}

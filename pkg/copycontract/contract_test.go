@@ -90,3 +90,22 @@ func TestInvalidAndSourceMissing(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnerKey(t *testing.T) {
+	for _, tc := range []struct {
+		spec courier.DownstreamCopySpec
+		want string
+	}{
+		{courier.DownstreamCopySpec{Owner: courier.CopyOwner{Kind: courier.OwnerKindHelmOp, Name: "app"}, HelmOp: "app"}, "app"},
+		{courier.DownstreamCopySpec{Owner: courier.CopyOwner{Kind: courier.OwnerKindBundle, Name: "app"}}, "bundle:app"},
+		{courier.DownstreamCopySpec{HelmOp: "old"}, "old"},
+	} {
+		key := OwnerKey("ws", tc.spec)
+		if key.Namespace != "ws" || key.Name != tc.want {
+			t.Errorf("OwnerKey(%+v) = %v, want ws/%s", tc.spec, key, tc.want)
+		}
+		if tc.spec.Owner.Kind != "" && OwnerOf(key) != tc.spec.Owner {
+			t.Errorf("OwnerOf(%v) = %+v, want %+v", key, OwnerOf(key), tc.spec.Owner)
+		}
+	}
+}

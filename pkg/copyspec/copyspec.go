@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
 )
 
 // Labels and annotations Courier puts on every copy. They are public names
@@ -36,6 +38,9 @@ const (
 	LabelOwner = "courier.dev/owner"
 	// AnnotationHelmOp is "<namespace>/<name>" of the HelmOp.
 	AnnotationHelmOp = "courier.dev/helmop"
+	// AnnotationBundle is "<namespace>/<name>" of the Bundle, on the copies
+	// of a Bundle's list (instead of AnnotationHelmOp).
+	AnnotationBundle = "courier.dev/bundle"
 	// AnnotationUpstream is the id of the upstream cluster.
 	AnnotationUpstream = "courier.dev/upstream"
 	// AnnotationSourceResourceVersion is the source's resourceVersion the
@@ -186,7 +191,11 @@ func copyMeta(src metav1.Object, ns string, o Owner) metav1.ObjectMeta {
 	l[LabelManagedBy] = ManagedByValue
 	l[LabelOwner] = OwnerHash(o.UpstreamID, o.HelmOp)
 	a := filtered(src.GetAnnotations())
-	a[AnnotationHelmOp] = o.HelmOp.String()
+	if bundle, ok := strings.CutPrefix(o.HelmOp.Name, courier.BundleSummaryPrefix); ok {
+		a[AnnotationBundle] = o.HelmOp.Namespace + "/" + bundle
+	} else {
+		a[AnnotationHelmOp] = o.HelmOp.String()
+	}
 	a[AnnotationUpstream] = o.UpstreamID
 	a[AnnotationSourceResourceVersion] = src.GetResourceVersion()
 	if o.Cluster != "" {
@@ -265,6 +274,13 @@ func ClaimedOwner(obj metav1.Object) (Claim, bool) {
 	upstream, hasUpstream := a[AnnotationUpstream]
 	ns, name, found := strings.Cut(a[AnnotationHelmOp], "/")
 	nn := types.NamespacedName{Namespace: ns, Name: name}
+	if bundle, isBundle := a[AnnotationBundle]; isBundle {
+		if _, hasHelmOp := a[AnnotationHelmOp]; hasHelmOp {
+			return Claim{}, false // claims two owners: someone edited it
+		}
+		ns, name, found = strings.Cut(bundle, "/")
+		nn = types.NamespacedName{Namespace: ns, Name: courier.BundleSummaryPrefix + name}
+	}
 	// A missing owner label reads as "", which no hash equals.
 	if l[LabelManagedBy] != ManagedByValue || !hasUpstream || !found || ns == "" || name == "" ||
 		strings.Contains(name, "/") || l[LabelOwner] != OwnerHash(upstream, nn) {

@@ -457,3 +457,33 @@ func TestHashCacheBounded(t *testing.T) {
 		t.Errorf("the cache holds %d entries, want 1..%d", n, hashCacheSize)
 	}
 }
+
+// A Bundle's copies name the Bundle, claim it, and are never another
+// owner's: not the HelmOp of the same name, nor a copy claiming both.
+func TestBundleOwner(t *testing.T) {
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ws", ResourceVersion: "7"}}
+	bundle := Owner{UpstreamID: "up", HelmOp: types.NamespacedName{Namespace: "ws", Name: "bundle:app"}, Cluster: "c"}
+	helmOp := Owner{UpstreamID: "up", HelmOp: types.NamespacedName{Namespace: "ws", Name: "app"}, Cluster: "c"}
+	cp := Secret(src, "default", bundle)
+	if got := cp.Annotations[AnnotationBundle]; got != "ws/app" {
+		t.Errorf("bundle annotation = %q, want ws/app", got)
+	}
+	if _, ok := cp.Annotations[AnnotationHelmOp]; ok {
+		t.Errorf("a Bundle's copy names a HelmOp: %v", cp.Annotations)
+	}
+	if got := OwnershipOf(cp, bundle); got != OwnedBy {
+		t.Errorf("OwnershipOf(bundle's copy, bundle) = %v", got)
+	}
+	if got := OwnershipOf(cp, helmOp); got != OtherOwner {
+		t.Errorf("OwnershipOf(bundle's copy, HelmOp of the same name) = %v, want OtherOwner", got)
+	}
+	claim, ok := ClaimedOwner(cp)
+	if !ok || claim.HelmOp != bundle.HelmOp {
+		t.Errorf("ClaimedOwner = %+v, %v; want %v", claim, ok, bundle.HelmOp)
+	}
+	both := cp.DeepCopy()
+	both.Annotations[AnnotationHelmOp] = "ws/bundle:app"
+	if _, ok := ClaimedOwner(both); ok {
+		t.Errorf("a copy claiming a HelmOp and a Bundle was claimed")
+	}
+}

@@ -37,13 +37,17 @@ import (
 // longer than 63 characters) is left out; field selectors still work.
 const (
 	LabelHelmOp     = "courier.dev/helmop"
+	LabelBundle     = "courier.dev/bundle"
 	LabelCluster    = "courier.dev/cluster"
 	LabelSourceKind = "courier.dev/source-kind"
 )
 
 // Inputs are the caches rows are computed from.
 type Inputs struct {
-	HelmOps       fleetlisters.HelmOpLister
+	HelmOps fleetlisters.HelmOpLister
+	// Bundles are the Bundles whose lists the view reads too (DESIGN §2);
+	// nil when the cluster serves no Bundles.
+	Bundles       fleetlisters.BundleLister
 	Clusters      fleetlisters.ClusterLister
 	ClusterGroups fleetlisters.ClusterGroupLister
 	// Secrets and ConfigMaps list metadata only (PartialObjectMetadata).
@@ -71,11 +75,13 @@ type SecretTypes interface {
 	Forget(uid types.UID)
 }
 
-// Problem is something wrong with a HelmOp that has no row of its own to
-// show it on (for example an invalid cluster selector).
+// Problem is something wrong with an owner (a HelmOp or a Bundle) that has
+// no row of its own to show it on (for example an invalid cluster
+// selector).
 type Problem struct {
-	HelmOp types.NamespacedName
-	Err    error
+	// Owner is the owner's key (copycontract.OwnerKey).
+	Owner types.NamespacedName
+	Err   error
 }
 
 // ComputeHelmOp returns one HelmOp's rows, sorted by name: one per Cluster
@@ -86,11 +92,26 @@ type Problem struct {
 // cost is that of targeting the Clusters of one namespace and looking up
 // the HelmOp's sources (each source's export verdict once).
 func ComputeHelmOp(ctx context.Context, in Inputs, op *fleet.HelmOp) ([]*courier.DownstreamCopy, []Problem, error) {
-	ws, err := listWorkspace(in, op.Namespace)
+	return computeOwner(ctx, in, helmOpOwner(op))
+}
+
+// ComputeBundle returns one Bundle's rows, as ComputeHelmOp does for a
+// HelmOp, with the Bundle's targeting; none for a Bundle made from a
+// HelmOp.
+func ComputeBundle(ctx context.Context, in Inputs, b *fleet.Bundle) ([]*courier.DownstreamCopy, []Problem, error) {
+	o := bundleOwner(b)
+	if o == nil {
+		return nil, nil, nil
+	}
+	return computeOwner(ctx, in, o)
+}
+
+func computeOwner(ctx context.Context, in Inputs, o *owner) ([]*courier.DownstreamCopy, []Problem, error) {
+	ws, err := listWorkspace(in, o.key.Namespace)
 	if err != nil {
 		return nil, nil, err
 	}
-	rows, problems, err := computeHelmOp(ctx, in, op, ws)
+	rows, problems, err := computeRows(ctx, in, o, ws)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,19 +137,18 @@ func listWorkspace(in Inputs, namespace string) (*workspace, error) {
 	return &workspace{clusters: clusters, groups: groups}, nil
 }
 
-// computeHelmOp returns op's rows, unsorted.
-func computeHelmOp(ctx context.Context, in Inputs, op *fleet.HelmOp, ws *workspace) ([]*courier.DownstreamCopy, []Problem, error) {
+// computeRows returns an owner's rows, unsorted.
+func computeRows(ctx context.Context, in Inputs, o *owner, ws *workspace) ([]*courier.DownstreamCopy, []Problem, error) {
 	var rows []*courier.DownstreamCopy
 	var problems []Problem
-	key := types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
-	matches, errs := targeting.Resolve(op, ws.clusters, ws.groups)
+	matches, errs := o.resolve(ws.clusters, ws.groups)
 	for _, e := range errs {
-		problems = append(problems, Problem{HelmOp: key, Err: e})
+		problems = append(problems, Problem{Owner: o.key, Err: e})
 	}
 	exports := newExportCheck(ctx, in)
 	for _, m := range matches {
 		for _, res := range m.Options.Resources {
-			row, err := rowFor(in, exports, op, m, res)
+			row, err := rowFor(in, exports, o, m, res)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -138,7 +158,7 @@ func computeHelmOp(ctx context.Context, in Inputs, op *fleet.HelmOp, ws *workspa
 	// A denied source is also a problem of its HelmOp: logged once, and a
 	// Warning Event, naming the source and the rule (never its data).
 	for _, v := range exports.denied() {
-		problems = append(problems, Problem{HelmOp: key, Err: deniedProblem(v.Message)})
+		problems = append(problems, Problem{Owner: o.key, Err: deniedProblem(v.Message)})
 	}
 	return rows, problems, nil
 }
@@ -166,18 +186,20 @@ func dedupe(rows []*courier.DownstreamCopy) []*courier.DownstreamCopy {
 	return out
 }
 
-func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match, res fleet.DownstreamResource) (*courier.DownstreamCopy, error) {
-	name := RowName(op.Name, m.Cluster.Name, res.Kind, res.Name)
+func rowFor(in Inputs, exports *exportCheck, o *owner, m targeting.Match, res fleet.DownstreamResource) (*courier.DownstreamCopy, error) {
+	ns := o.key.Namespace
+	name := RowName(o.key.Name, m.Cluster.Name, res.Kind, res.Name)
 	row := &courier.DownstreamCopy{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: op.Namespace,
+			Namespace: ns,
 			Name:      name,
-			UID:       rowUID(op.Namespace, name),
-			Labels:    rowLabels(op.Name, m.Cluster.Name, res.Kind, true),
+			UID:       rowUID(ns, name),
+			Labels:    rowLabels(o.spec, m.Cluster.Name, res.Kind, true),
 		},
 		Spec: courier.DownstreamCopySpec{
-			Owner:          courier.CopyOwner{Kind: courier.OwnerKindHelmOp, Name: op.Name},
-			HelmOp:         op.Name,
+			Owner:          o.spec,
+			HelmOp:         helmOpName(o.spec),
+			GitRepo:        o.gitRepo,
 			Cluster:        m.Cluster.Name,
 			Source:         courier.CopySource{Kind: res.Kind, Name: res.Name},
 			Target:         courier.CopyTarget{Namespace: m.Options.Namespace, Name: res.Name},
@@ -192,7 +214,7 @@ func rowFor(in Inputs, exports *exportCheck, op *fleet.HelmOp, m targeting.Match
 		if kind == "ConfigMap" {
 			lister = in.ConfigMaps
 		}
-		obj, err := lister.ByNamespace(op.Namespace).Get(res.Name)
+		obj, err := lister.ByNamespace(ns).Get(res.Name)
 		switch {
 		case err == nil:
 			accessor, err := meta.Accessor(obj)
@@ -248,11 +270,24 @@ func status(phase courier.CopyPhase, message string) courier.DownstreamCopyStatu
 	}
 }
 
-// rowLabels are a row's labels: its HelmOp, Cluster and kind, and whether
-// its copy is delivered (LabelDeliver).
-func rowLabels(helmOp, cluster, kind string, deliver bool) map[string]string {
+// helmOpName is spec.helmOp of an owner's rows: the HelmOp's name, empty
+// for a Bundle.
+func helmOpName(o courier.CopyOwner) string {
+	if o.Kind == courier.OwnerKindHelmOp {
+		return o.Name
+	}
+	return ""
+}
+
+// rowLabels are a row's labels: its owner (LabelHelmOp or LabelBundle),
+// Cluster and kind, and whether its copy is delivered (LabelDeliver).
+func rowLabels(o courier.CopyOwner, cluster, kind string, deliver bool) map[string]string {
 	l := map[string]string{courier.LabelDeliver: strconv.FormatBool(deliver)}
-	for k, v := range map[string]string{LabelHelmOp: helmOp, LabelCluster: cluster, LabelSourceKind: strings.ToLower(kind)} {
+	ownerLabel := LabelHelmOp
+	if o.Kind == courier.OwnerKindBundle {
+		ownerLabel = LabelBundle
+	}
+	for k, v := range map[string]string{ownerLabel: o.Name, LabelCluster: cluster, LabelSourceKind: strings.ToLower(kind)} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
 			l[k] = v
 		}

@@ -28,7 +28,7 @@ func inputsFrom(t testing.TB, objs ...any) Inputs {
 // caches are the indexers informers would fill; helmOps has ListedIndex,
 // as NewController adds it.
 type caches struct {
-	helmOps, clusters, groups, secrets, configMaps cache.Indexer
+	helmOps, bundles, clusters, groups, secrets, configMaps cache.Indexer
 }
 
 func newCaches(t testing.TB, objs ...any) *caches {
@@ -36,9 +36,11 @@ func newCaches(t testing.TB, objs ...any) *caches {
 	idx := func() cache.Indexer {
 		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	}
-	c := &caches{helmOps: idx(), clusters: idx(), groups: idx(), secrets: idx(), configMaps: idx()}
-	if err := c.helmOps.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
-		t.Fatal(err)
+	c := &caches{helmOps: idx(), bundles: idx(), clusters: idx(), groups: idx(), secrets: idx(), configMaps: idx()}
+	for _, i := range []cache.Indexer{c.helmOps, c.bundles} {
+		if err := i.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, o := range objs {
 		if err := c.indexerFor(o).Add(o); err != nil {
@@ -56,6 +58,8 @@ func (c *caches) indexerFor(o any) cache.Indexer {
 	switch o := o.(type) {
 	case *fleet.HelmOp:
 		return c.helmOps
+	case *fleet.Bundle:
+		return c.bundles
 	case *fleet.Cluster:
 		return c.clusters
 	case *fleet.ClusterGroup:
@@ -70,13 +74,17 @@ func (c *caches) indexerFor(o any) cache.Indexer {
 }
 
 func (c *caches) inputs() Inputs {
-	return Inputs{
+	in := Inputs{
 		HelmOps:       fleetlisters.NewHelmOpLister(c.helmOps),
 		Clusters:      fleetlisters.NewClusterLister(c.clusters),
 		ClusterGroups: fleetlisters.NewClusterGroupLister(c.groups),
 		Secrets:       cache.NewGenericLister(c.secrets, corev1.Resource("secrets")),
 		ConfigMaps:    cache.NewGenericLister(c.configMaps, corev1.Resource("configmaps")),
 	}
+	if c.bundles != nil {
+		in.Bundles = fleetlisters.NewBundleLister(c.bundles)
+	}
+	return in
 }
 
 func helmOp(name string, opts fleet.BundleDeploymentOptions, targets ...fleet.BundleTarget) *fleet.HelmOp {
@@ -316,7 +324,7 @@ func Compute(in Inputs) ([]*courier.DownstreamCopy, []Problem, error) {
 			}
 			workspaces[op.Namespace] = ws
 		}
-		opRows, opProblems, err := computeHelmOp(ctx, in, op, ws)
+		opRows, opProblems, err := computeRows(ctx, in, helmOpOwner(op), ws)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -2,12 +2,12 @@ package copyview
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -28,7 +28,10 @@ const workers = 2
 // Informers are the informers the rows are computed from; Inputs must be
 // listers over the same caches.
 type Informers struct {
-	HelmOps       cache.SharedIndexInformer
+	HelmOps cache.SharedIndexInformer
+	// Bundles is nil when the cluster serves no Bundles (Inputs.Bundles
+	// is then nil too).
+	Bundles       cache.SharedIndexInformer
 	Clusters      cache.SharedIndexInformer
 	ClusterGroups cache.SharedIndexInformer
 	// Secrets and ConfigMaps are metadata-only informers
@@ -48,8 +51,10 @@ type Informers struct {
 // A status the engine records updates just that row.
 type Controller struct {
 	inputs Inputs
-	// helmOps is the HelmOp informer's indexer, with ListedIndex.
+	// helmOps and bundles are the HelmOp and Bundle informers' indexers,
+	// with ListedIndex; bundles is nil when Bundles are not read.
 	helmOps cache.Indexer
+	bundles cache.Indexer
 	store   *memstore.Store[*courier.DownstreamCopy]
 	engine  Engine // nil when no copy engine runs
 	// recorder receives a Warning Event on a HelmOp for each targeting
@@ -136,13 +141,16 @@ type phaseSince struct {
 // be nil: the rows then show what the view alone can tell. events says
 // where the Warning Events about HelmOps' targeting problems go.
 func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy], engine Engine, informers Informers, events Events) (*Controller, error) {
+	if (inputs.Bundles == nil) != (informers.Bundles == nil) {
+		return nil, errors.New("copyview: Bundles must be read through both a lister and an informer, or neither")
+	}
 	if err := informers.HelmOps.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
 		return nil, err
 	}
 	c := newController(inputs, store, engine, informers.HelmOps.GetIndexer())
 	c.recorder = events.Recorder
 	c.leading.Store(!events.Follower)
-	for _, h := range []struct {
+	handlers := []struct {
 		inf     cache.SharedIndexInformer
 		handler cache.ResourceEventHandler
 	}{
@@ -151,7 +159,18 @@ func NewController(inputs Inputs, store *memstore.Store[*courier.DownstreamCopy]
 		{informers.ClusterGroups, c.clusterGroupEvents()},
 		{informers.Secrets, c.sourceEvents("Secret")},
 		{informers.ConfigMaps, c.sourceEvents("ConfigMap")},
-	} {
+	}
+	if informers.Bundles != nil {
+		if err := informers.Bundles.AddIndexers(cache.Indexers{ListedIndex: indexListed}); err != nil {
+			return nil, err
+		}
+		c.bundles = informers.Bundles.GetIndexer()
+		handlers = append(handlers, struct {
+			inf     cache.SharedIndexInformer
+			handler cache.ResourceEventHandler
+		}{informers.Bundles, c.bundleEvents()})
+	}
+	for _, h := range handlers {
 		reg, err := h.inf.AddEventHandler(h.handler)
 		if err != nil {
 			return nil, err
@@ -308,18 +327,18 @@ func (c *Controller) queueAll() error {
 	// Handlers queue from now on. An event whose handler ran before this
 	// changed the informer's cache before, so the list below sees it.
 	c.started.Store(true)
-	ops, err := c.inputs.HelmOps.List(labels.Everything())
+	keys, err := c.ownerKeys(metav1.NamespaceAll)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.initial = make(map[types.NamespacedName]bool, len(ops))
-	for _, op := range ops {
-		c.initial[types.NamespacedName{Namespace: op.Namespace, Name: op.Name}] = true
+	c.initial = make(map[types.NamespacedName]bool, len(keys))
+	for _, key := range keys {
+		c.initial[key] = true
 	}
 	c.mu.Unlock()
-	for _, op := range ops {
-		c.enqueue(types.NamespacedName{Namespace: op.Namespace, Name: op.Name})
+	for _, key := range keys {
+		c.enqueue(key)
 	}
 	c.initialDone(types.NamespacedName{}) // no HelmOps: ready at once
 	return nil
@@ -372,7 +391,7 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	w := c.takeWork(op)
 	full := w.full || (len(w.sources) > 0 && !c.syncSources(ctx, op, w.sources))
 	if full {
-		err = c.syncHelmOp(ctx, op)
+		err = c.syncOwner(ctx, op)
 	} else {
 		if w.leftovers {
 			c.syncLeftovers(op)

@@ -46,15 +46,17 @@ type Engine interface {
 // Deleting or Kept phase says why) until it is gone.
 func leftoverRow(l copycontract.Leftover) *courier.DownstreamCopy {
 	name := RowName(l.HelmOp.Name, l.Cluster, l.Kind, l.Name)
+	o := copycontract.OwnerOf(l.HelmOp)
 	row := &courier.DownstreamCopy{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: l.HelmOp.Namespace,
 			Name:      name,
 			UID:       rowUID(l.HelmOp.Namespace, name),
-			Labels:    rowLabels(l.HelmOp.Name, l.Cluster, l.Kind, false),
+			Labels:    rowLabels(o, l.Cluster, l.Kind, false),
 		},
 		Spec: courier.DownstreamCopySpec{
-			HelmOp:        l.HelmOp.Name,
+			Owner:         o,
+			HelmOp:        helmOpName(o),
 			Cluster:       l.Cluster,
 			Source:        courier.CopySource{Kind: l.Kind, Name: l.Name},
 			Target:        courier.CopyTarget{Namespace: l.TargetNamespace, Name: l.Name},

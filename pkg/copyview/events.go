@@ -40,10 +40,20 @@ func ListedKey(namespace, kind, name string) string {
 	return namespace + "/" + strings.ToLower(kind) + "/" + name
 }
 
-// indexListed is the ListedIndex function.
+// indexListed is the ListedIndex function, for HelmOps and Bundles.
 func indexListed(obj any) ([]string, error) {
-	op, ok := obj.(*fleet.HelmOp)
-	if !ok {
+	var namespace string
+	var root []fleet.DownstreamResource
+	var targets []fleet.BundleTarget
+	switch o := obj.(type) {
+	case *fleet.HelmOp:
+		namespace, root, targets = o.Namespace, o.Spec.DownstreamResources, o.Spec.Targets
+	case *fleet.Bundle:
+		if !IsBundleOwner(o) {
+			return nil, nil
+		}
+		namespace, root, targets = o.Namespace, o.Spec.DownstreamResources, o.Spec.Targets
+	default:
 		return nil, nil
 	}
 	var keys []string
@@ -54,17 +64,47 @@ func indexListed(obj any) ([]string, error) {
 			if !ok || r.Name == "" {
 				continue
 			}
-			if k := ListedKey(op.Namespace, kind, r.Name); !seen[k] {
+			if k := ListedKey(namespace, kind, r.Name); !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)
 			}
 		}
 	}
-	add(op.Spec.DownstreamResources)
-	for i := range op.Spec.Targets {
-		add(op.Spec.Targets[i].DownstreamResources)
+	add(root)
+	for i := range targets {
+		add(targets[i].DownstreamResources)
 	}
 	return keys, nil
+}
+
+// bundleEvents queues a Bundle's key (namespace/bundle:<name>) when what
+// the view reads of it changes: its spec, or the labels that say whether
+// it owns rows and which GitRepo it came from. A Bundle made from a
+// HelmOp is queued too when it changes, so that rows it had before it was
+// labelled go; its sync finds it owns nothing.
+func (c *Controller) bundleEvents() cache.ResourceEventHandler {
+	queue := func(obj any) {
+		if ns, name, ok := namespaceAndName(obj); ok && c.started.Load() {
+			c.enqueue(types.NamespacedName{Namespace: ns, Name: courier.BundleSummaryPrefix + name})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if b, ok := obj.(*fleet.Bundle); !ok || IsBundleOwner(b) {
+				queue(obj)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*fleet.Bundle)
+			n, _ := obj.(*fleet.Bundle)
+			if o == nil || n == nil || !reflect.DeepEqual(o.Spec, n.Spec) ||
+				o.Labels[fleet.LabelHelmOpName] != n.Labels[fleet.LabelHelmOpName] ||
+				o.Labels[fleet.LabelRepoName] != n.Labels[fleet.LabelRepoName] {
+				queue(obj)
+			}
+		},
+		DeleteFunc: queue,
+	}
 }
 
 func (c *Controller) helmOpEvents() cache.ResourceEventHandler {
@@ -198,23 +238,37 @@ func (c *Controller) sourceEvents(kind string) cache.ResourceEventHandler {
 // rows that name it only when changed (a new version of a source that
 // existed), else for a full sync.
 func (c *Controller) queueListers(listed string, changed bool) {
-	ops, err := c.helmOps.ByIndex(ListedIndex, listed)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	for _, o := range ops {
-		op, ok := o.(*fleet.HelmOp)
-		if !ok {
-			continue
-		}
-		key := types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
+	for _, key := range c.listers(listed) {
 		if changed {
 			c.enqueueSource(key, listed)
 		} else {
 			c.enqueue(key)
 		}
 	}
+}
+
+// listers are the keys of the owners that list a source (ListedKey).
+func (c *Controller) listers(listed string) []types.NamespacedName {
+	var keys []types.NamespacedName
+	for _, idx := range []cache.Indexer{c.helmOps, c.bundles} {
+		if idx == nil {
+			continue
+		}
+		objs, err := idx.ByIndex(ListedIndex, listed)
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		for _, obj := range objs {
+			switch o := obj.(type) {
+			case *fleet.HelmOp:
+				keys = append(keys, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
+			case *fleet.Bundle:
+				keys = append(keys, types.NamespacedName{Namespace: o.Namespace, Name: courier.BundleSummaryPrefix + o.Name})
+			}
+		}
+	}
+	return keys
 }
 
 // forgetSecretType drops the type known of a deleted Secret.
@@ -230,7 +284,8 @@ func (c *Controller) forgetSecretType(kind string, obj any) {
 	}
 }
 
-// queueNamespaceOf queues every HelmOp in obj's namespace.
+// queueNamespaceOf queues every owner (HelmOp or Bundle) in obj's
+// namespace.
 func (c *Controller) queueNamespaceOf(obj any) {
 	if !c.started.Load() {
 		return
@@ -239,13 +294,13 @@ func (c *Controller) queueNamespaceOf(obj any) {
 	if !ok {
 		return
 	}
-	ops, err := c.inputs.HelmOps.HelmOps(ns).List(labels.Everything())
+	keys, err := c.ownerKeys(ns)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
-	for _, op := range ops {
-		c.enqueue(types.NamespacedName{Namespace: op.Namespace, Name: op.Name})
+	for _, key := range keys {
+		c.enqueue(key)
 	}
 }
 

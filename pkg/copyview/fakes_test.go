@@ -153,6 +153,7 @@ func newFixtureWith(t testing.TB, events Events, with func(*caches, *Inputs), ob
 		with(f.caches, &in)
 	}
 	f.c = newController(in, f.store, f.engine, f.caches.helmOps)
+	f.c.bundles = f.caches.bundles
 	f.c.recorder = events.Recorder
 	f.c.leading.Store(!events.Follower)
 	if err := f.c.queueAll(); err != nil {
@@ -180,6 +181,8 @@ func (f *fixture) handler(o any) cache.ResourceEventHandler {
 	switch o := o.(type) {
 	case *fleet.HelmOp:
 		return f.c.helmOpEvents()
+	case *fleet.Bundle:
+		return f.c.bundleEvents()
 	case *fleet.Cluster:
 		return f.c.clusterEvents()
 	case *fleet.ClusterGroup:

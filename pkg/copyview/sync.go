@@ -7,35 +7,30 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 	"github.com/courier-dev/courier/pkg/targeting"
 )
 
-// syncHelmOp brings one HelmOp's rows up to date: it computes them, hands
+// syncOwner brings one HelmOp's rows up to date: it computes them, hands
 // them to the engine, overlays what the engine recorded, adds the rows of
 // its leftover copies, and writes to the store what changed, deleting the
 // rows the HelmOp no longer has. A HelmOp that is gone has no rows of its
 // own, but the rows of its leftover copies stay while those copies do.
-func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) error {
-	obj, err := c.inputs.HelmOps.HelmOps(op.Namespace).Get(op.Name)
+func (c *Controller) syncOwner(ctx context.Context, op types.NamespacedName) error {
+	o, err := c.getOwner(op)
+	if err != nil {
+		return err
+	}
 	var rows []*courier.DownstreamCopy
 	var problems []Problem
-	var helmOp *fleet.HelmOp
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return err
-	default:
-		helmOp = obj
-		if rows, problems, err = ComputeHelmOp(ctx, c.inputs, obj); err != nil {
+	if o != nil {
+		if rows, problems, err = computeOwner(ctx, c.inputs, o); err != nil {
 			return err
 		}
 	}
@@ -61,7 +56,7 @@ func (c *Controller) syncHelmOp(ctx context.Context, op types.NamespacedName) er
 	c.stampLocked(rows)
 	c.stampLocked(left)
 	c.mu.Unlock()
-	c.reportProblems(ctx, op, helmOp, fresh, warn)
+	c.reportProblems(ctx, op, o, fresh, warn)
 
 	// New rows first, then the ones that went: a list in between never
 	// misses a row the HelmOp has.
@@ -248,15 +243,15 @@ const maxEventMessage = 1024
 // The message names the target and the problem (a selector's parse
 // error); selectors are not secret. op is nil when the HelmOp is gone (it
 // then has no problems).
-func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedName, op *fleet.HelmOp, fresh, warn []Problem) {
+func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedName, o *owner, fresh, warn []Problem) {
 	for _, p := range fresh {
 		if _, denied := p.Err.(deniedSource); denied {
-			klog.FromContext(ctx).Info("HelmOp lists a source that is never exported", "helmop", key, "problem", p.Err.Error())
+			klog.FromContext(ctx).Info("Owner lists a source that is never exported", "owner", key, "problem", p.Err.Error())
 			continue
 		}
-		klog.FromContext(ctx).Info("HelmOp target matches no cluster", "helmop", key, "problem", p.Err.Error())
+		klog.FromContext(ctx).Info("Owner's target matches no cluster", "owner", key, "problem", p.Err.Error())
 	}
-	if op == nil {
+	if o == nil {
 		return
 	}
 	for _, p := range warn {
@@ -267,7 +262,7 @@ func (c *Controller) reportProblems(ctx context.Context, key types.NamespacedNam
 		} else if !errors.Is(p.Err, targeting.ErrNoCriteria) {
 			reason, msg = ReasonInvalidTarget, msg+"; the target matches no cluster"
 		}
-		c.recorder.Event(fleet.HelmOpReference(op.Namespace, op.Name, op.UID, op.ResourceVersion), corev1.EventTypeWarning, reason, truncate(msg, maxEventMessage))
+		c.recorder.Event(o.ref, corev1.EventTypeWarning, reason, truncate(msg, maxEventMessage))
 	}
 }
 

@@ -226,7 +226,7 @@ func TestHelmTemplateAppliesServerSide(t *testing.T) {
 // container arguments, and CRDs identical to artifacts/crds. Only the
 // Namespace differs: Helm installs into one (--create-namespace).
 func TestHelmChartMatchesManifests(t *testing.T) {
-	for _, name := range []string{"helmops.fleet.cattle.io.yaml", "clusters.fleet.cattle.io.yaml", "clustergroups.fleet.cattle.io.yaml"} {
+	for _, name := range []string{"helmops.fleet.cattle.io.yaml", "bundles.fleet.cattle.io.yaml", "clusters.fleet.cattle.io.yaml", "clustergroups.fleet.cattle.io.yaml"} {
 		a, errA := os.ReadFile(filepath.Join(repoRoot, "artifacts", "crds", name))
 		b, errB := os.ReadFile(filepath.Join(repoRoot, chartDir, "files", "crds", name))
 		if err := errors.Join(errA, errB); err != nil {

@@ -59,7 +59,7 @@ func New(client versioned.Interface, namespace, cluster, agentNamespace string) 
 	inf := factory.Courier().V1alpha1().DownstreamCopies().Informer()
 	if err := inf.AddIndexers(cache.Indexers{byHelmOp: func(obj any) ([]string, error) {
 		if r, ok := obj.(*v1alpha1.DownstreamCopy); ok {
-			return []string{r.Spec.HelmOp}, nil
+			return []string{ownerName(r)}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -88,11 +88,21 @@ func (c *Controller) enqueue(obj any) {
 	if !ok {
 		return
 	}
-	c.queue.Add(r.Spec.HelmOp)
+	c.queue.Add(ownerName(r))
 	select {
 	case c.changed <- struct{}{}:
 	default:
 	}
+}
+
+// ownerName is the name of a row's owner key (copycontract.OwnerKey): a
+// HelmOp's name, or bundle:<name> for a Bundle; the engine files copies,
+// and the owner label hashes, under it.
+func ownerName(r *v1alpha1.DownstreamCopy) string {
+	return copycontract.OwnerKey(r.Namespace, courier.DownstreamCopySpec{
+		Owner:  courier.CopyOwner{Kind: courier.OwnerKind(r.Spec.Owner.Kind), Name: r.Spec.Owner.Name},
+		HelmOp: r.Spec.HelmOp,
+	}).Name
 }
 
 // Start starts the watch of the rows; WaitForSync waits for its first

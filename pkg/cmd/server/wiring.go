@@ -85,6 +85,8 @@ type views struct {
 	// reports keeps the agents' reports, read through reportInformer.
 	reports        *agentreport.Store
 	reportInformer cache.SharedIndexInformer
+	// readBundles is true when the upstream serves Bundles (bundles.go).
+	readBundles bool
 }
 
 // newViews builds every replica's part: the upstream informers, the export
@@ -95,6 +97,12 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	v, err := newInformers(config)
 	if err != nil {
 		return nil, err
+	}
+	if v.readBundles, err = servesBundles(config); err != nil {
+		return nil, err
+	}
+	if !v.readBundles {
+		klog.InfoS("The upstream serves no fleet.cattle.io Bundles: only HelmOps are read; restart Courier after installing the Bundle CRD")
 	}
 	fleet := v.fleetInformers.Fleet().V1alpha1()
 	if v.agents, err = agentauth.NewClusterIndex(fleet.Clusters().Informer()); err != nil {
@@ -258,15 +266,20 @@ func (v *views) newController(o *Options, sources sourceInformers) error {
 		Exports:        v.exports,
 		SecretTypes:    exportpolicy.NewSecretTypes(v.upstream.CoreV1().RESTClient()),
 	}
-	var err error
-	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, v.engine, copyview.Informers{
+	informers := copyview.Informers{
 		HelmOps:       fleet.HelmOps().Informer(),
 		Clusters:      fleet.Clusters().Informer(),
 		ClusterGroups: fleet.ClusterGroups().Informer(),
 		Secrets:       sources.secrets.Informer(),
 		ConfigMaps:    sources.configMaps.Informer(),
 		Relay:         v.relay,
-	}, copyview.Events{
+	}
+	if v.readBundles {
+		inputs.Bundles = fleet.Bundles().Lister()
+		informers.Bundles = fleet.Bundles().Informer()
+	}
+	var err error
+	v.controller, err = copyview.NewController(inputs, v.downstreamCopies, v.engine, informers, copyview.Events{
 		Recorder: v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
 		Follower: o.LeaderElection.LeaderElect,
 	})

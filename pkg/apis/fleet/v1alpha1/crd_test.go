@@ -36,6 +36,7 @@ func TestOwnCRDsDeclareEveryDecodedField(t *testing.T) {
 		"helmops.fleet.cattle.io.yaml":       HelmOp{},
 		"clusters.fleet.cattle.io.yaml":      Cluster{},
 		"clustergroups.fleet.cattle.io.yaml": ClusterGroup{},
+		"bundles.fleet.cattle.io.yaml":       Bundle{},
 	} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "artifacts", "crds", file))
 		if err != nil {

@@ -5,17 +5,22 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// HelmOpReference is the object Events about a HelmOp are recorded on: a
-// reference, since Fleet's types are not in the scheme Courier's event
-// recorders are built with. uid and resourceVersion may be empty when the
-// HelmOp is gone.
-func HelmOpReference(namespace, name string, uid types.UID, resourceVersion string) *corev1.ObjectReference {
+// ObjectReference is the object Events about a Fleet object (a HelmOp or
+// a Bundle) are recorded on: a reference, since Fleet's types are not in
+// the scheme Courier's event recorders are built with. uid and
+// resourceVersion may be empty when the object is gone.
+func ObjectReference(kind, namespace, name string, uid types.UID, resourceVersion string) *corev1.ObjectReference {
 	return &corev1.ObjectReference{
 		APIVersion:      SchemeGroupVersion.String(),
-		Kind:            "HelmOp",
+		Kind:            kind,
 		Namespace:       namespace,
 		Name:            name,
 		UID:             uid,
 		ResourceVersion: resourceVersion,
 	}
+}
+
+// HelmOpReference is ObjectReference for a HelmOp.
+func HelmOpReference(namespace, name string, uid types.UID, resourceVersion string) *corev1.ObjectReference {
+	return ObjectReference("HelmOp", namespace, name, uid, resourceVersion)
 }

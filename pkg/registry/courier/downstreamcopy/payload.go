@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -109,7 +108,7 @@ func (r *PayloadREST) Get(ctx context.Context, name string, _ *metav1.GetOptions
 	}
 	owner := copyspec.Owner{
 		UpstreamID: r.upstreamID,
-		HelmOp:     types.NamespacedName{Namespace: ns, Name: row.Spec.HelmOp},
+		HelmOp:     copycontract.OwnerKey(ns, row.Spec),
 		Cluster:    row.Spec.Cluster,
 		Keep:       row.Spec.KeepResources,
 	}
