@@ -133,6 +133,17 @@ func (w *workspace) applyOnce(ctx context.Context, obj metav1.Object) error {
 		o.ResourceVersion = cur.ResourceVersion
 		_, err = f.FleetV1alpha1().Clusters(w.ns).Update(ctx, o, metav1.UpdateOptions{})
 		return err
+	case *fleet.Bundle:
+		cur, err := f.FleetV1alpha1().Bundles(w.ns).Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = f.FleetV1alpha1().Bundles(w.ns).Create(ctx, o, metav1.CreateOptions{})
+			return err
+		} else if err != nil {
+			return err
+		}
+		o.ResourceVersion = cur.ResourceVersion
+		_, err = f.FleetV1alpha1().Bundles(w.ns).Update(ctx, o, metav1.UpdateOptions{})
+		return err
 	case *fleet.ClusterGroup:
 		cur, err := f.FleetV1alpha1().ClusterGroups(w.ns).Get(ctx, o.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
