@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -31,21 +32,15 @@ func (m *Manager) dropExpired(now time.Time) []int {
 }
 
 // renewDue renews, one after the other in this loop, every held bucket
-// whose last renewal is RenewPeriod old, and returns the buckets lost: a
-// conflict or a missing Lease means someone else changed it, so this
-// replica's term is over at once. Any other error keeps the bucket until
-// its deadline, and the next pass retries.
+// whose last renewal is RenewPeriod old (and whose last failed attempt, if
+// any, is RetryPeriod old), and returns the buckets lost: a conflict or a
+// missing Lease means someone else changed it, so this replica's term is
+// over at once. Any other error keeps the bucket until its deadline, and
+// a later pass retries; the failures of one pass are logged as one line.
 func (m *Manager) renewDue(ctx context.Context, now time.Time) []int {
-	m.mu.Lock()
-	due := map[int]*coordinationv1.Lease{}
-	for b, h := range m.held {
-		if !now.Before(h.renewedAt.Add(m.cfg.RenewPeriod)) {
-			due[b] = h.lease
-		}
-	}
-	m.mu.Unlock()
-	var lost []int
-	for b, l := range due {
+	var lost, failed []int
+	var lastErr error
+	for b, l := range m.dueForRenewal(now) {
 		next := l.DeepCopy()
 		sent := m.cfg.Clock.Now()
 		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
@@ -60,10 +55,32 @@ func (m *Manager) renewDue(ctx context.Context, now time.Time) []int {
 			m.mu.Unlock()
 			lost = append(lost, b)
 		default:
-			klog.FromContext(ctx).Error(err, "Cannot renew a bucket; retrying until its deadline", "bucket", b)
+			m.mu.Lock()
+			if h := m.held[b]; h != nil {
+				h.triedAt = sent
+			}
+			m.mu.Unlock()
+			failed, lastErr = append(failed, b), err
 		}
 	}
+	if len(failed) > 0 {
+		sort.Ints(failed)
+		klog.FromContext(ctx).Error(lastErr, "Cannot renew buckets; retrying until their deadlines", "buckets", failed)
+	}
 	return lost
+}
+
+// dueForRenewal returns the Leases of the held buckets to renew now.
+func (m *Manager) dueForRenewal(now time.Time) map[int]*coordinationv1.Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	due := map[int]*coordinationv1.Lease{}
+	for b, h := range m.held {
+		if !now.Before(h.renewedAt.Add(m.cfg.RenewPeriod)) && !now.Before(h.triedAt.Add(m.cfg.RetryPeriod)) {
+			due[b] = h.lease
+		}
+	}
+	return due
 }
 
 // undesired removes from the held buckets those another live member

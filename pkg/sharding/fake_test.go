@@ -31,8 +31,10 @@ type fakeLeases struct {
 	subs   []*Manager
 	// fail, when set, fails every call with it (the upstream unreachable).
 	fail error
-	// writes counts successful writes by Lease name.
-	writes map[string]int
+	// writes counts successful writes by Lease name; updates counts every
+	// update asked for, failed or not.
+	writes  map[string]int
+	updates int
 }
 
 func newFakeLeases() *fakeLeases {
@@ -67,6 +69,7 @@ func (f *fakeLeases) Create(_ context.Context, l *coordinationv1.Lease, _ metav1
 
 func (f *fakeLeases) Update(_ context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	f.mu.Lock()
+	f.updates++
 	if f.fail != nil {
 		f.mu.Unlock()
 		return nil, f.fail

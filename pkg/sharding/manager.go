@@ -41,6 +41,7 @@ type heldBucket struct {
 	lease      *coordinationv1.Lease // as last written by this replica
 	renewedAt  time.Time             // when the last successful write was sent
 	validUntil time.Time             // renewedAt + RenewDeadline: the term ends here on this replica's clock
+	triedAt    time.Time             // when the last failed renewal was sent (zero after a success)
 }
 
 // Term is a bucket's current term: who holds its Lease and how many times

@@ -161,6 +161,32 @@ func TestDeadlineEndsTheTerm(t *testing.T) {
 	}
 }
 
+// TestFailedRenewalsRetryEveryRetryPeriod: the loop may wake often (to
+// drop each bucket at its deadline), but a failed renewal is retried only
+// once a retry period has passed, not at every wake.
+func TestFailedRenewalsRetryEveryRetryPeriod(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	m := newTestManager(t, store, clk, "courier-0", nil)
+	m.step(context.Background())
+	store.fail = errors.New("upstream unreachable")
+	advance(clk, DefaultRenewPeriod)
+	before := store.updates
+	m.renewDue(context.Background(), clk.Now())
+	if got := store.updates - before; got != DefaultBuckets {
+		t.Fatalf("%d renewals tried when due, want %d", got, DefaultBuckets)
+	}
+	advance(clk, DefaultRetryPeriod-time.Millisecond)
+	m.renewDue(context.Background(), clk.Now())
+	if got := store.updates - before; got != DefaultBuckets {
+		t.Errorf("retried within the retry period: %d tries", got)
+	}
+	advance(clk, time.Millisecond)
+	m.renewDue(context.Background(), clk.Now())
+	if got := store.updates - before; got != 2*DefaultBuckets {
+		t.Errorf("%d tries after the retry period, want %d", got, 2*DefaultBuckets)
+	}
+}
+
 // TestSuccessorWaitsAFullLeaseDuration: a holder stops (killed: no
 // renewal, no release); the other replica takes its buckets only once it
 // has seen neither its membership nor the bucket Leases renewed for a
