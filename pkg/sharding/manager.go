@@ -62,6 +62,7 @@ func New(client kubernetes.Interface, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m.client = client
+	registerMetrics()
 	return m, nil
 }
 

@@ -81,7 +81,9 @@ func (o *observer) get(name string) (observation, bool) {
 }
 
 // live returns the identities holding a membership Lease that this replica
-// has seen renewed within its duration, plus self, sorted.
+// has seen renewed within its duration, plus self (always: who may write is
+// decided by the bucket Leases alone, so a wrong membership view costs
+// hand-overs, never a second writer), sorted.
 func (o *observer) live(now time.Time, fallback time.Duration, self string) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
