@@ -88,8 +88,16 @@ func TestJoinersGetTheirBucketsAndDeliveryStopsBeforeRelease(t *testing.T) {
 		if len(owners) != 1 || owners[0] != want {
 			t.Errorf("bucket %d owned by %v, want only %s", bucket, owners, want)
 		}
-		if got, _ := a.Term(bucket); want != "courier-a" && got.Transitions != 1 {
-			t.Errorf("bucket %d handed over: Term %+v, want transitions 1", bucket, got)
+		// Every replica reports the same term, and only its holder says Here.
+		for _, m := range []*Manager{a, b, c} {
+			got, ok := m.Term(bucket)
+			wantTerm := Term{Holder: want, Here: m.cfg.Identity == want}
+			if want != "courier-a" {
+				wantTerm.Transitions = 1 // taken by a, released, taken by its owner
+			}
+			if !ok || got != wantTerm {
+				t.Errorf("%s: Term(%d) = %+v, %v, want %+v", m.cfg.Identity, bucket, got, ok, wantTerm)
+			}
 		}
 	}
 	if len(ra.lost) == 0 {
