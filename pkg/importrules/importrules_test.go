@@ -24,6 +24,9 @@ var rules = []rule{
 	// The engine is fed by the view through copycontract; it does not
 	// import it, nor the store the view writes.
 	{pkg: "pkg/engine", forbidden: []string{"pkg/copyview", "pkg/registry/..."}},
+	// Sharding decides who delivers; the engine will ask it, never the
+	// other way round, and it knows nothing of rows or their store.
+	{pkg: "pkg/sharding", forbidden: []string{"pkg/engine", "pkg/copyview", "pkg/registry/..."}},
 }
 
 // contractImports are what pkg/copycontract, a leaf, may import besides

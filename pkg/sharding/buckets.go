@@ -1,0 +1,209 @@
+package sharding
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// dropExpired forgets the buckets whose term ended by this replica's
+// clock (no renewal succeeded within RenewDeadline) and returns them.
+// Owns already says false for them; nothing is released: the Lease may
+// be another's by now, and if not it expires on its own.
+func (m *Manager) dropExpired(now time.Time) []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var lost []int
+	for b, h := range m.held {
+		if !now.Before(h.validUntil) {
+			delete(m.held, b)
+			lost = append(lost, b)
+		}
+	}
+	return lost
+}
+
+// renewDue renews, one after the other in this loop, every held bucket
+// whose last renewal is RenewPeriod old (and whose last failed attempt, if
+// any, is RetryPeriod old), and returns the buckets lost: a conflict or a
+// missing Lease means someone else changed it, so this replica's term is
+// over at once. Any other error keeps the bucket until its deadline, and
+// a later pass retries; the failures of one pass are logged as one line.
+func (m *Manager) renewDue(ctx context.Context, now time.Time) []int {
+	var lost, failed []int
+	var lastErr error
+	for b, l := range m.dueForRenewal(now) {
+		next := l.DeepCopy()
+		sent := m.cfg.Clock.Now()
+		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
+		got, err := m.write(ctx, next)
+		switch {
+		case err == nil:
+			m.hold(b, got, sent)
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			klog.FromContext(ctx).Info("Lost a bucket: its Lease changed under this replica", "bucket", b, "err", err)
+			m.mu.Lock()
+			delete(m.held, b)
+			m.mu.Unlock()
+			lost = append(lost, b)
+		default:
+			m.mu.Lock()
+			if h := m.held[b]; h != nil {
+				h.triedAt = sent
+			}
+			m.mu.Unlock()
+			failed, lastErr = append(failed, b), err
+		}
+	}
+	if len(failed) > 0 {
+		sort.Ints(failed)
+		klog.FromContext(ctx).Error(lastErr, "Cannot renew buckets; retrying until their deadlines", "buckets", failed)
+	}
+	return lost
+}
+
+// dueForRenewal returns the Leases of the held buckets to renew now.
+func (m *Manager) dueForRenewal(now time.Time) map[int]*coordinationv1.Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	due := map[int]*coordinationv1.Lease{}
+	for b, h := range m.held {
+		if !now.Before(h.renewedAt.Add(m.cfg.RenewPeriod)) && !now.Before(h.triedAt.Add(m.cfg.RetryPeriod)) {
+			due[b] = h.lease
+		}
+	}
+	return due
+}
+
+// undesired removes from the held buckets those another live member
+// should hold, so Owns turns false for them now, and returns their Leases
+// to release once delivery has stopped.
+func (m *Manager) undesired(members []string) []*coordinationv1.Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*coordinationv1.Lease
+	for b, h := range m.held {
+		if DesiredOwner(b, members) != m.cfg.Identity {
+			delete(m.held, b)
+			out = append(out, h.lease)
+		}
+	}
+	return out
+}
+
+// release clears holderIdentity of a Lease this replica held, on the
+// condition that nobody wrote it since (resourceVersion), so that the
+// desired owner may take it at once instead of after expiry. Delivery for
+// it must have stopped already. A failed release is only logged: the
+// Lease then expires.
+func (m *Manager) release(ctx context.Context, l *coordinationv1.Lease) {
+	next := l.DeepCopy()
+	next.Spec.HolderIdentity = nil
+	if _, err := m.write(ctx, next); err != nil {
+		klog.FromContext(ctx).Info("Could not release a bucket; it expires instead", "lease", l.Name, "err", err)
+		return
+	}
+	klog.FromContext(ctx).V(2).Info("Released a bucket", "lease", l.Name)
+}
+
+// acquireDesired takes every bucket this replica is the desired owner of
+// and does not hold yet, when its Lease is free, and returns those gained.
+func (m *Manager) acquireDesired(ctx context.Context, now time.Time, members []string) []int {
+	var gained []int
+	for b := 0; b < m.cfg.Buckets; b++ {
+		if DesiredOwner(b, members) != m.cfg.Identity || m.holds(b) {
+			continue
+		}
+		if m.acquire(ctx, now, b) {
+			gained = append(gained, b)
+		}
+	}
+	return gained
+}
+
+// acquire takes bucket b's Lease if it is free as this replica observes
+// it: missing (created), released (no holder), or not seen renewed for its
+// duration. A Lease naming this replica's identity that this process does
+// not hold counts as another's (a previous process, or a duplicate): it is
+// waited out like any other. The update carries the observed
+// resourceVersion, so a renewal this replica has not seen yet wins.
+func (m *Manager) acquire(ctx context.Context, now time.Time, b int) bool {
+	name := bucketLeaseName(b)
+	obs, seen := m.buckets.get(name)
+	var next *coordinationv1.Lease
+	if seen {
+		if obs.holder() != "" && !obs.expired(now, m.cfg.LeaseDuration) {
+			return false
+		}
+		next = obs.lease.DeepCopy()
+		next.Spec.LeaseTransitions = ptr.To(ptr.Deref(next.Spec.LeaseTransitions, 0) + 1)
+	} else {
+		next = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: m.cfg.Namespace, Labels: map[string]string{BucketLabel: "true"},
+		}}
+		next.Spec.LeaseTransitions = ptr.To[int32](0)
+	}
+	sent := m.cfg.Clock.Now()
+	next.Spec.HolderIdentity = ptr.To(m.cfg.Identity)
+	next.Spec.LeaseDurationSeconds = ptr.To(int32(m.cfg.LeaseDuration / time.Second))
+	next.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(sent))
+	next.Spec.RenewTime = next.Spec.AcquireTime
+	got, err := m.write(ctx, next)
+	if err != nil {
+		// Conflicts and AlreadyExists are races with another replica, or
+		// an observation not yet up to date: the next pass looks again.
+		klog.FromContext(ctx).V(4).Info("Could not acquire a bucket", "bucket", b, "err", err)
+		return false
+	}
+	m.hold(b, got, sent)
+	klog.FromContext(ctx).V(2).Info("Acquired a bucket", "bucket", b, "transitions", ptr.Deref(got.Spec.LeaseTransitions, 0))
+	return true
+}
+
+// write creates l when it has no resourceVersion yet, else updates it with
+// its resourceVersion as precondition, bounded by RetryPeriod so that one
+// slow request cannot hold up the other buckets' renewals for long.
+func (m *Manager) write(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RetryPeriod)
+	defer cancel()
+	if l.ResourceVersion == "" {
+		return m.leases.Create(ctx, l, metav1.CreateOptions{})
+	}
+	return m.leases.Update(ctx, l, metav1.UpdateOptions{})
+}
+
+// hold records a successful acquisition or renewal sent at sent: the term
+// lasts RenewDeadline from when the request left, not from when it was
+// answered, because the server may have recorded it (and others observed
+// it) any time in between.
+func (m *Manager) hold(b int, l *coordinationv1.Lease, sent time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.held[b] = &heldBucket{lease: l, renewedAt: sent, validUntil: sent.Add(m.cfg.RenewDeadline)}
+}
+
+// holds reports whether b is in the held set (valid or not yet dropped).
+func (m *Manager) holds(b int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.held[b] != nil
+}
+
+// bucketsOf returns the bucket numbers of bucket Leases.
+func bucketsOf(leases []*coordinationv1.Lease) []int {
+	out := make([]int, 0, len(leases))
+	for _, l := range leases {
+		if n, err := strconv.Atoi(strings.TrimPrefix(l.Name, BucketLeasePrefix)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,308 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/testutil"
+	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+func allBuckets() []int {
+	out := make([]int, DefaultBuckets)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func TestAloneAcquiresEveryBucket(t *testing.T) {
+	store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+	m := newTestManager(t, store, clk, "courier-0", r)
+	m.step(context.Background())
+	if got := m.Held(); !slices.Equal(got, allBuckets()) {
+		t.Fatalf("Held = %v, want all 64", got)
+	}
+	if len(r.gained) != 1 || !slices.Equal(r.gained[0], allBuckets()) || len(r.lost) != 0 {
+		t.Errorf("OnChange gained %v lost %v, want one call with all 64 gained", r.gained, r.lost)
+	}
+	if got, _ := m.Term(7); got != (Term{Holder: "courier-0", Transitions: 0, Here: true}) {
+		t.Errorf("Term(7) = %+v", got)
+	}
+	if h := store.holder(MemberLeasePrefix + "courier-0"); h != "courier-0" {
+		t.Errorf("membership Lease holder = %q", h)
+	}
+	if v, err := testutil.GetGaugeMetricValue(bucketsHeld.WithLabelValues("courier-0")); err != nil || v != 64 {
+		t.Errorf("courier_shard_buckets_held = %v (%v), want 64", v, err)
+	}
+}
+
+// converge steps every manager n times, a retry period apart.
+func converge(clk *testclock.FakeClock, n int, ms ...*Manager) {
+	for i := 0; i < n; i++ {
+		for _, m := range ms {
+			m.step(context.Background())
+		}
+		advance(clk, DefaultRetryPeriod)
+	}
+}
+
+// TestJoinersGetTheirBucketsAndDeliveryStopsBeforeRelease: the first
+// replica takes every bucket; two more join and get exactly the buckets
+// rendezvous hashing gives them, from releases (not expiry), and the first
+// replica is told to stop delivering each bucket while its Lease still
+// names it.
+func TestJoinersGetTheirBucketsAndDeliveryStopsBeforeRelease(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	ra := &recorder{}
+	ra.onLost = func(lost []int) {
+		for _, b := range lost {
+			if h := store.holder(bucketLeaseName(b)); h != "courier-a" {
+				t.Errorf("bucket %d: OnChange(lost) ran after the release (holder %q)", b, h)
+			}
+		}
+	}
+	a := newTestManager(t, store, clk, "courier-a", ra)
+	a.step(context.Background())
+	b := newTestManager(t, store, clk, "courier-b", nil)
+	c := newTestManager(t, store, clk, "courier-c", nil)
+	converge(clk, 3, b, c, a)
+	members := []string{"courier-a", "courier-b", "courier-c"}
+	for bucket := 0; bucket < DefaultBuckets; bucket++ {
+		want := DesiredOwner(bucket, members)
+		var owners []string
+		for _, m := range []*Manager{a, b, c} {
+			if m.Owns(bucket) {
+				owners = append(owners, m.cfg.Identity)
+			}
+		}
+		if len(owners) != 1 || owners[0] != want {
+			t.Errorf("bucket %d owned by %v, want only %s", bucket, owners, want)
+		}
+		// Every replica reports the same term, and only its holder says Here.
+		for _, m := range []*Manager{a, b, c} {
+			got, ok := m.Term(bucket)
+			wantTerm := Term{Holder: want, Here: m.cfg.Identity == want}
+			if want != "courier-a" {
+				wantTerm.Transitions = 1 // taken by a, released, taken by its owner
+			}
+			if !ok || got != wantTerm {
+				t.Errorf("%s: Term(%d) = %+v, %v, want %+v", m.cfg.Identity, bucket, got, ok, wantTerm)
+			}
+		}
+	}
+	if len(ra.lost) == 0 {
+		t.Error("courier-a was never told to stop delivering")
+	}
+	// Well under the lease duration: the hand-over came from releases.
+	if elapsed := clk.Since(t0); elapsed >= DefaultLeaseDuration {
+		t.Errorf("converged after %s, not before expiry", elapsed)
+	}
+}
+
+func TestLosingARenewalDropsTheBucket(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// interfere changes the store behind the holder's back.
+		interfere func(store *fakeLeases)
+	}{
+		{name: "conflict", interfere: func(store *fakeLeases) {
+			l, _ := store.Get(context.Background(), bucketLeaseName(3), metav1.GetOptions{})
+			l.Spec.HolderIdentity = ptr.To("someone-else")
+			if _, err := store.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+				panic(err)
+			}
+		}},
+		{name: "deleted", interfere: func(store *fakeLeases) {
+			_ = store.Delete(context.Background(), bucketLeaseName(3), metav1.DeleteOptions{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+			m := newTestManager(t, store, clk, "courier-0", r)
+			m.step(context.Background())
+			tc.interfere(store)
+			advance(clk, DefaultRenewPeriod)
+			m.renewDue(context.Background(), clk.Now()) // the renewal alone, before any re-acquisition
+			if m.Owns(3) {
+				t.Error("still owns bucket 3 after its renewal failed with " + tc.name)
+			}
+			if !m.Owns(4) {
+				t.Error("lost bucket 4 too")
+			}
+		})
+	}
+}
+
+// TestDeadlineEndsTheTerm: with the upstream unreachable, Owns turns false
+// exactly RenewDeadline after the last successful renewal was sent, before
+// the loop runs; the loop then reports the loss.
+func TestDeadlineEndsTheTerm(t *testing.T) {
+	store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+	m := newTestManager(t, store, clk, "courier-0", r)
+	m.step(context.Background())
+	store.fail = errors.New("upstream unreachable")
+	converge(clk, 4, m) // tries to renew at 6s and 8s, fails
+	clk.SetTime(t0.Add(DefaultRenewDeadline - time.Nanosecond))
+	if !m.Owns(0) {
+		t.Fatal("dropped before the deadline")
+	}
+	clk.SetTime(t0.Add(DefaultRenewDeadline))
+	if m.Owns(0) || len(m.Held()) != 0 {
+		t.Fatal("still owns bucket 0 at its deadline")
+	}
+	m.step(context.Background())
+	if len(r.lost) != 1 || !slices.Equal(r.lost[0], allBuckets()) {
+		t.Errorf("OnChange lost %v, want every bucket once", r.lost)
+	}
+	if got := m.nextWake(); got != DefaultRetryPeriod {
+		t.Errorf("nextWake = %s with nothing held", got)
+	}
+}
+
+// TestFailedRenewalsRetryEveryRetryPeriod: the loop may wake often (to
+// drop each bucket at its deadline), but a failed renewal is retried only
+// once a retry period has passed, not at every wake.
+func TestFailedRenewalsRetryEveryRetryPeriod(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	m := newTestManager(t, store, clk, "courier-0", nil)
+	m.step(context.Background())
+	store.fail = errors.New("upstream unreachable")
+	advance(clk, DefaultRenewPeriod)
+	before := store.updates
+	m.renewDue(context.Background(), clk.Now())
+	if got := store.updates - before; got != DefaultBuckets {
+		t.Fatalf("%d renewals tried when due, want %d", got, DefaultBuckets)
+	}
+	advance(clk, DefaultRetryPeriod-time.Millisecond)
+	m.renewDue(context.Background(), clk.Now())
+	if got := store.updates - before; got != DefaultBuckets {
+		t.Errorf("retried within the retry period: %d tries", got)
+	}
+	advance(clk, time.Millisecond)
+	m.renewDue(context.Background(), clk.Now())
+	if got := store.updates - before; got != 2*DefaultBuckets {
+		t.Errorf("%d tries after the retry period, want %d", got, 2*DefaultBuckets)
+	}
+}
+
+// TestSuccessorWaitsAFullLeaseDuration: a holder stops (killed: no
+// renewal, no release); the other replica takes its buckets only once it
+// has seen neither its membership nor the bucket Leases renewed for a
+// lease duration by its own clock, and each take-over is a new term.
+func TestSuccessorWaitsAFullLeaseDuration(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	a := newTestManager(t, store, clk, "courier-a", nil)
+	b := newTestManager(t, store, clk, "courier-b", nil)
+	converge(clk, 3, a, b)
+	aBuckets := a.Held()
+	if len(aBuckets) == 0 || len(b.Held()) == 0 {
+		t.Fatalf("a holds %v, b %v", aBuckets, b.Held())
+	}
+	// a's last renewals were sent during the last round of converge: find
+	// when b last saw a bucket of a's change.
+	obs, _ := b.buckets.get(bucketLeaseName(aBuckets[0]))
+	lastSeen := obs.seenAt
+	for clk.Now().Before(lastSeen.Add(DefaultLeaseDuration)) {
+		b.step(context.Background())
+		for _, bucket := range aBuckets {
+			if b.Owns(bucket) {
+				t.Fatalf("b took bucket %d at %s, %s after it last saw it renewed (lease %s)", bucket, clk.Now(), clk.Since(lastSeen), DefaultLeaseDuration)
+			}
+		}
+		advance(clk, 500*time.Millisecond)
+	}
+	b.step(context.Background())
+	if got := b.Held(); !slices.Equal(got, allBuckets()) {
+		t.Fatalf("after expiry b holds %v, want all", got)
+	}
+	if term, _ := b.Term(aBuckets[0]); term.Holder != "courier-b" || term.Transitions < 1 {
+		t.Errorf("taken-over term %+v, want holder courier-b and a new transition", term)
+	}
+}
+
+// TestOwnIdentityFromAnotherProcessIsWaitedOut: a Lease naming this
+// identity but not held by this process (the previous process of the same
+// Pod name, or a duplicate) is not assumed; it is taken after expiry.
+func TestOwnIdentityFromAnotherProcessIsWaitedOut(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	old := newTestManager(t, store, clk, "courier-0", nil)
+	old.step(context.Background())
+	store.subs = nil // the old process is gone
+	restarted := newTestManager(t, store, clk, "courier-0", nil)
+	restarted.step(context.Background())
+	if len(restarted.Held()) != 0 {
+		t.Fatalf("restarted process assumed %v", restarted.Held())
+	}
+	advance(clk, DefaultLeaseDuration)
+	restarted.step(context.Background())
+	if len(restarted.Held()) != DefaultBuckets {
+		t.Fatalf("after expiry holds %d buckets", len(restarted.Held()))
+	}
+}
+
+func TestShutdownReleasesEverything(t *testing.T) {
+	store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+	m := newTestManager(t, store, clk, "courier-0", r)
+	m.step(context.Background())
+	m.shutdown(context.Background())
+	if len(r.lost) != 1 || len(r.lost[0]) != DefaultBuckets {
+		t.Errorf("OnChange lost %v at shutdown, want all 64 once", r.lost)
+	}
+	for b := 0; b < DefaultBuckets; b++ {
+		if h := store.holder(bucketLeaseName(b)); h != "" || m.Owns(b) {
+			t.Errorf("bucket %d: holder %q after shutdown", b, h)
+		}
+	}
+	if _, err := store.Get(context.Background(), MemberLeasePrefix+"courier-0", metav1.GetOptions{}); err == nil {
+		t.Error("membership Lease not deleted")
+	}
+}
+
+// TestUnownedMetric: buckets whose desired owner is alive but never
+// takes them count as without owner once 2× the lease duration passed.
+func TestUnownedMetric(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	m := newTestManager(t, store, clk, "courier-0", nil)
+	ghostMembers := []string{"courier-0", "ghost"}
+	want := 0
+	for b := 0; b < DefaultBuckets; b++ {
+		if DesiredOwner(b, ghostMembers) == "ghost" {
+			want++
+		}
+	}
+	renewGhost := func() {
+		m.members.observe(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Name: MemberLeasePrefix + "ghost", ResourceVersion: fmt.Sprint(clk.Now().UnixNano()),
+		}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ghost")}})
+	}
+	unowned := func() float64 {
+		v, _ := testutil.GetGaugeMetricValue(bucketsUnowned.WithLabelValues("courier-0"))
+		return v
+	}
+	for clk.Since(t0) <= 2*DefaultLeaseDuration {
+		renewGhost()
+		m.step(context.Background())
+		if v := unowned(); v != 0 {
+			t.Fatalf("unowned = %v after %s, before 2× the lease duration", v, clk.Since(t0))
+		}
+		advance(clk, DefaultRetryPeriod)
+	}
+	renewGhost()
+	m.step(context.Background())
+	if v := unowned(); int(v) != want {
+		t.Errorf("unowned = %v, want the ghost's %d buckets", v, want)
+	}
+	if len(m.Held()) != DefaultBuckets-want {
+		t.Errorf("holds %d, want %d", len(m.Held()), DefaultBuckets-want)
+	}
+}

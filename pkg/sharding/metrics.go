@@ -1,0 +1,76 @@
+package sharding
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Metrics served on /metrics, labelled with the replica's identity (one
+// series per process in production; tests run several Managers in one).
+var (
+	bucketsHeld = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "courier",
+		Subsystem:      "shard",
+		Name:           "buckets_held",
+		Help:           "Buckets whose Lease this replica holds: it delivers to their Clusters.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"identity"})
+	bucketsUnowned = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "courier",
+		Subsystem: "shard",
+		Name:      "buckets_unowned",
+		Help: "Buckets this replica has seen without a valid holder (no Lease, released, or expired by its clock) " +
+			"for more than twice the lease duration: their Clusters get no deliveries. Alert when above 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"identity"})
+
+	registerOnce sync.Once
+)
+
+// registerMetrics adds the shard metrics to the registry the API server
+// serves on /metrics.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(bucketsHeld, bucketsUnowned)
+	})
+}
+
+// updateMetrics sets both gauges from what this replica holds and sees.
+// A bucket counts as without owner from the first pass that sees it free
+// until a pass sees a valid holder.
+func (m *Manager) updateMetrics(now time.Time) {
+	registerMetrics()
+	unowned := 0
+	for b := 0; b < m.cfg.Buckets; b++ {
+		if m.Owns(b) || m.heldElsewhere(now, b) {
+			delete(m.unheldSince, b)
+			continue
+		}
+		since, ok := m.unheldSince[b]
+		if !ok {
+			m.unheldSince[b] = now
+			continue
+		}
+		if now.Sub(since) > 2*m.cfg.LeaseDuration {
+			unowned++
+		}
+	}
+	bucketsHeld.WithLabelValues(m.cfg.Identity).Set(float64(len(m.Held())))
+	bucketsUnowned.WithLabelValues(m.cfg.Identity).Set(float64(unowned))
+}
+
+// heldElsewhere says whether b's Lease names a holder whose term has not
+// expired by this replica's observation.
+func (m *Manager) heldElsewhere(now time.Time, b int) bool {
+	obs, ok := m.buckets.get(bucketLeaseName(b))
+	return ok && obs.holder() != "" && !obs.expired(now, m.cfg.LeaseDuration)
+}
+
+// forgetMetrics removes this replica's series once it left.
+func (m *Manager) forgetMetrics() {
+	bucketsHeld.DeleteLabelValues(m.cfg.Identity)
+	bucketsUnowned.DeleteLabelValues(m.cfg.Identity)
+}
