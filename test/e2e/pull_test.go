@@ -65,6 +65,7 @@ func TestPullCopies(t *testing.T) {
 	t.Run("a ServiceAccount without rights is Forbidden, then copies once granted", func(t *testing.T) { pullServiceAccount(t, w, agent) })
 	t.Run("a source deleted and created again reaches the cluster", func(t *testing.T) { pullRecreated(t, w) })
 	t.Run("a denied source is not pulled, an opted-out one is removed", func(t *testing.T) { pullDenied(t, w) })
+	t.Run("a GitRepo's Bundle named like the HelmOp is pulled apart from it", func(t *testing.T) { pullBundle(t, w) })
 	t.Run("HelmOp deleted is removed, keepResources kept", func(t *testing.T) { pullDeleted(t, w, dest) })
 	t.Run("the canary is nowhere but in the copy", func(t *testing.T) { pullCanary(t, w, agent, canary) })
 }
@@ -264,6 +265,27 @@ func pullCanary(t *testing.T, w *workspace, agent *localenv.Agent, canary string
 // (issue 25): the source of a pulled Cluster's copy is deleted (its row
 // SourceMissing, the copy stays) and created again with a new value; the
 // new value must reach the cluster and the row turn Synced within 60 s.
+// pullBundle: a Bundle's rows reach the agent, which files their copies
+// under the Bundle (courier.dev/bundle), apart from the HelmOp "app" of
+// the same name; deleting the Bundle removes its copy only.
+func pullBundle(t *testing.T, w *workspace) {
+	const dest = "pull-bundle"
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bundled"}, StringData: map[string]string{"k": "git"}})
+	w.apply(gitRepoBundle("app", "repo", fleet.BundleDeploymentOptions{DefaultNamespace: dest, DownstreamResources: resources("Secret/bundled")},
+		[]fleet.BundleTarget{{Name: "edge", ClusterName: "edge"}}))
+	waitSecret(t, pulled, dest, "bundled", 30*time.Second, "copied for the Bundle", func(s *corev1.Secret) bool {
+		return s != nil && string(s.Data["k"]) == "git" && s.Annotations[copyspec.AnnotationBundle] == w.ns+"/app" && s.Annotations[copyspec.AnnotationHelmOp] == ""
+	})
+	byBundle := metav1.ListOptions{FieldSelector: "spec.owner.kind=Bundle,spec.owner.name=app"}
+	w.waitRows(byBundle, "edge/Secret/bundled@"+dest+"=Synced")
+	if err := fleetClient(t).FleetV1alpha1().Bundles(w.ns).Delete(context.Background(), "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSecret(t, pulled, dest, "bundled", 30*time.Second, "removed with its Bundle", absentSecret)
+	w.waitRows(byBundle)
+	w.waitRows(metav1.ListOptions{FieldSelector: "spec.helmOp=app,spec.source.name=db"}, "edge/Secret/db@pull-dest=Synced")
+}
+
 func pullRecreated(t *testing.T, w *workspace) {
 	const dest = "pull-phoenix"
 	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "phoenix"}, StringData: map[string]string{"k": "first"}})
