@@ -41,7 +41,7 @@ func (e *Engine) waitSynced(ctx context.Context, client *downstream.Client) {
 // The read saved is one request per new copy: for a new HelmOp at 1,000
 // Clusters × 10 copies, 10,000 GETs that each found nothing.
 func (e *Engine) createUnread(client *downstream.Client, c desiredCopy, o kindOps) bool {
-	if !e.Leading() || !o.synced() || (e.existedAtStart(c.rowKey) && !e.passedBefore(client)) ||
+	if !e.Leading() || !o.synced() || (e.desired.existedAtStart(c.rowKey) && !e.clients.passedBefore(client)) ||
 		client.MayHaveForeign == nil || client.MayHaveForeign(c.kind, c.targetNS, c.name) ||
 		e.wantedByTwin(client.Key, client, copyID(c.helmOp, c.kind, c.targetNS, c.name)) {
 		return false
@@ -87,28 +87,4 @@ func (e *Engine) createFoundExisting(ctx context.Context, client *downstream.Cli
 		return p.out
 	}
 	return e.execute(ctx, client, id, cluster, c, p, namespaces)
-}
-
-// passedBefore reports whether a pass over client's cluster with client
-// has ended.
-func (e *Engine) passedBefore(client *downstream.Client) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.passed[client.Key] == client
-}
-
-// passEnded records that a pass over client's cluster ended (its copies
-// were all handled, whatever their outcome).
-func (e *Engine) passEnded(client *downstream.Client) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.passed[client.Key] = client
-}
-
-// existedAtStart reports whether row rowKey was handed over before
-// DesiredComplete and no pass has recorded its status since.
-func (e *Engine) existedAtStart(rowKey string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.initial[rowKey]
 }

@@ -142,7 +142,7 @@ func TestTwinCopyIsRead(t *testing.T) {
 	twin := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
 	_ = env.reconcile() // a pass ends: the next may create without a read
 	down.kube.ClearActions()
-	env.e.setServer(c2Key, env.ds.client) // c2 reaches the same server
+	env.e.clients.setServer(c2Key, env.ds.client) // c2 reaches the same server
 	_ = env.reconcile(rowOf(db), twin)
 	actions := env.downActions()
 	if len(actions) == 0 || actions[0] != "get secrets apps/db" {

@@ -93,12 +93,9 @@ func (e *Engine) written(client *downstream.Client, c desiredCopy, srcRV, copyRV
 	if srcRV == c.sourceRV {
 		e.current.remember(client, c, copyRV)
 	}
-	e.mu.Lock()
-	if at, ok := e.observedAt[c.rowKey]; ok {
+	if at, ok := e.desired.takeObservedAt(c.rowKey); ok {
 		propagationSeconds.Observe(e.now().Sub(at).Seconds())
-		delete(e.observedAt, c.rowKey)
 	}
-	e.mu.Unlock()
 	st := synced(srcRV, nowTime(e.now()))
 	return outcome{status: st, wrote: true, reason: how, eventOK: true}
 }
