@@ -151,6 +151,9 @@ type Engine struct {
 	// echo tells the echoes of the engine's own writes from other changes
 	// to copies (echo.go).
 	echo *echoFilter
+	// taken is, per Cluster, the rows whose copy's name the last live read
+	// found held by an object Courier may not write (taken.go).
+	taken *takenNames
 	// handover serializes SetDesired and UpdateDesired (desired.go).
 	handover sync.Mutex
 }
@@ -198,6 +201,7 @@ func New(cfg Config) *Engine {
 		statuses: newStatusRecord(),
 		scopes:   newPassScopes(),
 		clients:  newClientRecord(),
+		taken:    newTakenNames(),
 	}
 	// Only the echo of a copy still wanted by its Cluster is nothing to do.
 	e.echo = newEchoFilter(e.desired.wanted)

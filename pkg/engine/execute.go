@@ -60,6 +60,7 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 			if cur, err = p.ops.get(ctx, c.targetNS, c.name); err == nil {
 				owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name}
 				if _, fleets := copyspec.FleetCopy(cur); fleets || copyspec.OwnershipOf(cur, owner) != copyspec.OwnedBy {
+					e.taken.observe(client.Key, c, true)
 					return conflict(fmt.Sprintf("%s in cluster %s was replaced by an object Courier does not own; it is left unchanged", what, cluster.Name))
 				}
 				copyspec.AdoptWriter(p.want, cur)

@@ -39,14 +39,15 @@ func (e *Engine) leavePulled(key string) {
 
 // forgetCluster drops what the engine keeps to reach and write to a
 // cluster: its downstream client (and so its informers), expected echoes,
-// client record, identities, the copies it found current and the scope of
-// its next pass.
+// client record, identities, the copies it found current, the names it
+// found taken and the scope of its next pass.
 func (e *Engine) forgetCluster(key string) {
 	e.cfg.Downstream.Forget(key)
 	e.forgetEchoes(key)
 	e.clients.forget(key)
 	e.forgetIdentities(key)
 	e.current.forget(key)
+	e.taken.forget(key)
 	e.scopes.forget(key)
 	clusterReachable.DeleteLabelValues(key)
 }

@@ -97,6 +97,7 @@ func (e *Engine) endWholePass(ctx context.Context, client *downstream.Client, cl
 	reads passReads, retryErr error) (changed bool, _ error) {
 	key := cluster.Namespace + "/" + cluster.Name
 	e.current.retain(key, copies)
+	e.taken.retain(key, copies)
 	// Only the leader removes copies; a follower reports them Deleting.
 	left, err := e.sweep(ctx, client, cluster, copies, e.Leading(), reads.unlabelled)
 	if err != nil {
