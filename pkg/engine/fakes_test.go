@@ -352,7 +352,7 @@ func (env *testEnv) reconcile(rows ...*courier.DownstreamCopy) error {
 // leftovers returns every HelmOp's leftover copies.
 func (env *testEnv) leftovers() []copycontract.Leftover {
 	var out []copycontract.Leftover
-	for _, op := range env.e.statuses.leftoverOps() {
+	for _, op := range leftoverOps(env.e.statuses) {
 		out = append(out, env.e.Leftovers(op)...)
 	}
 	return out
@@ -484,4 +484,16 @@ func drain(q workqueue.TypedRateLimitingInterface[string]) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// leftoverOps returns the HelmOps that have leftover copies, in name order.
+func leftoverOps(r *statusRecord) []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ops := make([]types.NamespacedName, 0, len(r.leftovers.byOp))
+	for op := range r.leftovers.byOp {
+		ops = append(ops, op)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].String() < ops[j].String() })
+	return ops
 }

@@ -150,18 +150,6 @@ func (r *statusRecord) leftoversOf(helmOp types.NamespacedName) []copycontract.L
 	return out
 }
 
-// leftoverOps returns the HelmOps that have leftover copies.
-func (r *statusRecord) leftoverOps() []types.NamespacedName {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ops := make([]types.NamespacedName, 0, len(r.leftovers.byOp))
-	for op := range r.leftovers.byOp {
-		ops = append(ops, op)
-	}
-	slices.SortFunc(ops, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	return ops
-}
-
 // setLeftovers records a cluster's leftover copies (nil forgets the
 // cluster) and reports whether they changed; the HelmOps whose leftovers
 // changed are reported by the next notification.

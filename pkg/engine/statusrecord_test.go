@@ -127,7 +127,7 @@ func TestStatusRecordLeftovers(t *testing.T) {
 		if got := r.setLeftovers(s.cluster, s.left); got != s.wantChanged {
 			t.Errorf("%s: changed=%t, want %t", s.name, got, s.wantChanged)
 		}
-		if got := r.leftoverOps(); !slices.Equal(got, s.wantOps) {
+		if got := leftoverOps(r); !slices.Equal(got, s.wantOps) {
 			t.Errorf("%s: HelmOps with leftovers %v, want %v", s.name, got, s.wantOps)
 		}
 		if got := r.leftoversOf(appOp); !slices.Equal(got, s.wantApp) {
