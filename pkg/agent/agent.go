@@ -8,6 +8,11 @@
 // pkg/downstream from a rest.Config), the agent's rows (package rows) and a
 // source reader that reads payloads (package payload); its status changes
 // go to the reporter (package report). Config → Complete → New → Run.
+//
+// Data flows one way: rows → engine → report.Pending → Reporter →
+// Courier. Each part is built with what it sends to: the local client with
+// the engine's CopyEvents sink, the engine with the Pending set, the
+// Reporter with the engine (whose statuses it reads) and the same set.
 package agent
 
 import (
@@ -109,13 +114,19 @@ func (c Config) Complete() (CompletedConfig, error) {
 
 // Agent pulls its Cluster's copies.
 type Agent struct {
-	cfg      *completedConfig
-	rows     *rows.Controller
-	reader   *payload.Reader
-	reporter *report.Reporter
+	cfg    *completedConfig
+	rows   *rows.Controller
+	reader *payload.Reader
 	// ready is set once the engine has been given every row.
 	ready atomic.Bool
 }
+
+// The engine is what the rows are handed to and what the reporter reads.
+var (
+	_ rows.Desired    = (*engine.Engine)(nil)
+	_ rows.Desired    = readyAfter{}
+	_ report.Statuses = (*engine.Engine)(nil)
+)
 
 // New returns an Agent; Run starts it.
 func (c CompletedConfig) New() (*Agent, error) {
@@ -124,10 +135,9 @@ func (c CompletedConfig) New() (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{
-		cfg:      c.completedConfig,
-		rows:     rc,
-		reader:   payload.NewReader(c.requests.CourierV1alpha1().RESTClient()),
-		reporter: report.New(c.requests.CourierV1alpha1(), c.ReportInterval, rc, nil),
+		cfg:    c.completedConfig,
+		rows:   rc,
+		reader: payload.NewReader(c.requests.CourierV1alpha1().RESTClient()),
 	}, nil
 }
 
@@ -172,18 +182,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("the local cluster: %w", err)
 	}
 	defer local.Stop()
+	// The engine marks the rows whose status changed in pending; the
+	// reporter, built after the engine, sends them with the engine's
+	// statuses.
+	pending := report.NewPending()
 	eng := engine.New(engine.Config{
 		UpstreamID:            upstreamID,
 		Sources:               a.reader,
 		Clusters:              fleetlisters.NewClusterLister(clusters),
 		Downstream:            localCluster{client: local},
 		CopyEvents:            copyEvents,
-		OnStatusChange:        a.reporter.Changed,
+		OnStatusChange:        pending.Changed,
 		Workers:               a.cfg.Workers,
 		AgentNamespace:        a.cfg.AgentNamespace,
 		RequireServiceAccount: a.cfg.RequireServiceAccount,
 	})
-	a.reporter.SetStatuses(eng)
+	reporter := report.New(a.cfg.requests.CourierV1alpha1(), a.cfg.ReportInterval, a.rows, eng, pending)
 	// The local copies are listed first, so that a restart finds the
 	// current ones in the cache and writes nothing.
 	if !cache.WaitForCacheSync(ctx.Done(), local.HasSynced) {
@@ -194,7 +208,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer close(engineDone)
 		eng.Run(klog.NewContext(ctx, logger.WithName("engine")))
 	}()
-	go a.reporter.Run(klog.NewContext(ctx, logger.WithName("report")))
+	go reporter.Run(klog.NewContext(ctx, logger.WithName("report")))
 	go func() {
 		// Run hands every HelmOp over before DesiredComplete.
 		a.rows.Run(ctx, readyAfter{eng, &a.ready})

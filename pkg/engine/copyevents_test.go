@@ -22,9 +22,9 @@ func TestCopyEventsBeforeAndAfterBinding(t *testing.T) {
 	if got, want := drain(e.queue), []string{"fleet-default/c1", "fleet-default/c2"}; !slices.Equal(got, want) {
 		t.Errorf("queued on binding %v, want %v", got, want)
 	}
-	e.mu.Lock()
-	scope := e.scopes["fleet-default/c1"]
-	e.mu.Unlock()
+	e.scopes.mu.Lock()
+	scope := e.scopes.scopes["fleet-default/c1"]
+	e.scopes.mu.Unlock()
 	if scope == nil || !scope.whole {
 		t.Errorf("a Cluster changed before binding is owed %+v, want a whole pass", scope)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -23,40 +22,41 @@ func (e *Engine) waitSynced(ctx context.Context, client *downstream.Client) {
 	})
 }
 
-// createUnread reports whether a copy absent from the cluster's informer may
-// be created without reading it first: the informer has synced (so it holds
-// every copy written for this Cluster), the watch of Fleet's copies holds
-// none of that name, the row appeared after the start or a pass over the
-// cluster with this client has ended before (a row that existed before a
-// start is read by its first pass: the engine cannot know whether it found
-// its copy in Conflict before), no twin Cluster on the same kube-apiserver
-// wants the
-// same copy (its copy would be there), and the row's last pass did not find
-// an object Courier does not own there (a Conflict is read again, to see
-// whether it has gone). Anything else there -- a copy written before the
-// cluster-hash label, an object created meanwhile -- makes the create fail
-// with AlreadyExists, and execute reads it then. A replica that does not
-// lead writes nothing, so it always reads.
+// createUnread reports whether a copy may be created without reading it
+// first. It decides from the row's spec and what was observed downstream,
+// never from the row's recorded status: the informer has synced (so it
+// holds every copy written for this Cluster) and holds no object of that
+// name (inCache: another HelmOp's copy, say), the watch of Fleet's copies
+// holds none of that name, the row appeared after the start or a pass over
+// the cluster with this client has ended before (a row that existed before
+// a start is read by its first pass: the engine cannot know what held its
+// name before), no twin Cluster on the same kube-apiserver wants the same
+// copy (its copy would be there), and the last live read of the name did
+// not find it held by an object Courier may not write (takenNames: such a
+// name is read again, to see whether it has gone). Anything else there --
+// a copy written before the cluster-hash label, an object created
+// meanwhile -- makes the create fail with AlreadyExists, and execute reads
+// it then. A replica that does not lead writes nothing, so it always
+// reads.
 //
 // The read saved is one request per new copy: for a new HelmOp at 1,000
 // Clusters × 10 copies, 10,000 GETs that each found nothing.
-func (e *Engine) createUnread(client *downstream.Client, c desiredCopy, o kindOps) bool {
-	if !e.Leading() || !o.synced() || (e.existedAtStart(c.rowKey) && !e.passedBefore(client)) ||
-		client.MayHaveForeign == nil || client.MayHaveForeign(c.kind, c.targetNS, c.name) ||
-		e.wantedByTwin(client.Key, client, copyID(c.helmOp, c.kind, c.targetNS, c.name)) {
-		return false
-	}
-	st, ok := e.Status(c.rowKey)
-	return !ok || st.Phase != courier.CopyPhaseConflict
+func (e *Engine) createUnread(client *downstream.Client, c desiredCopy, o kindOps, inCache bool) bool {
+	return e.Leading() && o.synced() && !inCache &&
+		(!e.desired.existedAtStart(c.rowKey) || e.clients.passedBefore(client)) &&
+		client.MayHaveForeign != nil && !client.MayHaveForeign(c.kind, c.targetNS, c.name) &&
+		!e.wantedByTwin(client.Key, client, copyID(c.helmOp, c.kind, c.targetNS, c.name)) &&
+		!e.taken.taken(client.Key, c)
 }
 
 // judge records what the copy needs given cur, the object of its name read
 // live from the cluster: Fleet's copy and objects Courier does not own are
-// reported, never written; Courier's own is decided on.
-func (p *plan) judge(cur object, owner copyspec.Owner, what, cluster string) {
+// reported, never written; Courier's own is decided on. taken reports
+// whether cur is an object Courier may not write (takenNames).
+func (p *plan) judge(cur object, owner copyspec.Owner, what, cluster string) (taken bool) {
 	if bd, ok := copyspec.FleetCopy(cur); ok {
 		p.out = fleetsCopy(*p, cur, bd, what, cluster)
-		return
+		return true
 	}
 	switch copyspec.OwnershipOf(cur, owner) {
 	case copyspec.NotManaged:
@@ -66,7 +66,9 @@ func (p *plan) judge(cur object, owner copyspec.Owner, what, cluster string) {
 			what, cluster, cur.GetAnnotations()[copyspec.AnnotationHelmOp]))
 	default:
 		p.decide(cur)
+		return false
 	}
+	return true
 }
 
 // createFoundExisting handles a create decided without a read (createUnread)
@@ -82,33 +84,9 @@ func (e *Engine) createFoundExisting(ctx context.Context, client *downstream.Cli
 	}
 	owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name, Keep: c.keep}
 	p.action, p.unread = actionNone, false
-	p.judge(cur, owner, what, cluster.Name)
+	e.taken.observe(client.Key, c, p.judge(cur, owner, what, cluster.Name))
 	if p.action == actionNone {
 		return p.out
 	}
 	return e.execute(ctx, client, id, cluster, c, p, namespaces)
-}
-
-// passedBefore reports whether a pass over client's cluster with client
-// has ended.
-func (e *Engine) passedBefore(client *downstream.Client) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.passed[client.Key] == client
-}
-
-// passEnded records that a pass over client's cluster ended (its copies
-// were all handled, whatever their outcome).
-func (e *Engine) passEnded(client *downstream.Client) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.passed[client.Key] = client
-}
-
-// existedAtStart reports whether row rowKey was handed over before
-// DesiredComplete and no pass has recorded its status since.
-func (e *Engine) existedAtStart(rowKey string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.initial[rowKey]
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/copyspec"
 )
 
@@ -142,7 +143,7 @@ func TestTwinCopyIsRead(t *testing.T) {
 	twin := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
 	_ = env.reconcile() // a pass ends: the next may create without a read
 	down.kube.ClearActions()
-	env.e.setServer(c2Key, env.ds.client) // c2 reaches the same server
+	env.e.clients.setServer(c2Key, env.ds.client) // c2 reaches the same server
 	_ = env.reconcile(rowOf(db), twin)
 	actions := env.downActions()
 	if len(actions) == 0 || actions[0] != "get secrets apps/db" {
@@ -156,4 +157,88 @@ func fleetsSecret() *corev1.Secret {
 	s := unmanagedSecret(targetNS, "db")
 	s.Labels = map[string]string{copyspec.FleetCopyLabel: "app-c1"}
 	return s
+}
+
+// Whether a copy is created without a read is decided from the row's spec
+// and what was observed downstream, never from the row's recorded status:
+// a name found held by an object Courier does not own is read again
+// whatever the row's status says since, until a read finds it free.
+func TestCreateUnreadDecidedFromObservedObject(t *testing.T) {
+	db := srcSecret("db", "7")
+	r := rowOf(db)
+	cases := []struct {
+		name string
+		// between runs after a pass found apps/db held by an object
+		// Courier does not own, before the next pass.
+		between   func(env *testEnv, down *fakeCluster)
+		wantFirst string
+		wantPhase courier.CopyPhase
+		wantTaken bool
+	}{
+		{name: "nothing changed: read again", between: func(*testEnv, *fakeCluster) {},
+			wantFirst: "get secrets apps/db", wantPhase: courier.CopyPhaseConflict, wantTaken: true},
+		{name: "the row's status overwritten since (the cluster was unreachable): still read",
+			between: func(env *testEnv, _ *fakeCluster) {
+				env.e.record(keyOf(r), copycontract.Status{Phase: courier.CopyPhaseUnreachable, Message: "down"})
+			},
+			wantFirst: "get secrets apps/db", wantPhase: courier.CopyPhaseConflict, wantTaken: true},
+		{name: "the row's status forgotten: still read",
+			between:   func(env *testEnv, _ *fakeCluster) { env.e.statuses.forget([]string{keyOf(r)}) },
+			wantFirst: "get secrets apps/db", wantPhase: courier.CopyPhaseConflict, wantTaken: true},
+		{name: "positive control: the object removed, a read finds the name free and the copy is written",
+			between: func(_ *testEnv, down *fakeCluster) {
+				_ = down.kube.Tracker().Delete(secretsGVR, targetNS, "db")
+			},
+			wantFirst: "get secrets apps/db", wantPhase: courier.CopyPhaseSynced, wantTaken: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			down := newFakeCluster(true, targetNamespace, unmanagedSecret(targetNS, "db"))
+			down.foreignWatched = true
+			env := newEnv(t, down, db)
+			_ = env.reconcile() // a pass ends: the next may create without a read
+			_ = env.reconcile(r)
+			if got := env.mustStatus(r).Phase; got != courier.CopyPhaseConflict {
+				t.Fatalf("first pass: phase %s, want Conflict", got)
+			}
+			tc.between(env, down)
+			down.kube.ClearActions()
+			_ = env.reconcile(r)
+			if got := env.downActions(); len(got) == 0 || got[0] != tc.wantFirst {
+				t.Errorf("downstream requests %q, want %q first", got, tc.wantFirst)
+			}
+			if got := env.mustStatus(r).Phase; got != tc.wantPhase {
+				t.Errorf("phase %s, want %s", got, tc.wantPhase)
+			}
+			if got := env.e.taken.taken(clusterKey, dc2(r)); got != tc.wantTaken {
+				t.Errorf("name recorded taken: %t, want %t", got, tc.wantTaken)
+			}
+		})
+	}
+}
+
+// Another HelmOp's copy of the same name in the Cluster's informer holds
+// the name: the row is read, not created into an AlreadyExists.
+func TestCreateUnreadNotOverCachedObject(t *testing.T) {
+	db := srcSecret("db", "7")
+	down := newFakeCluster(true, targetNamespace, secretCopy(db, targetNS, owner(otherOp, "c1")))
+	down.foreignWatched = true
+	env := newEnv(t, down, db)
+	other := rowFor(otherOp.Name, "c1", "Secret", "db", "7", courier.CopyPhasePending)
+	_ = env.reconcile(other) // a pass ends: the next may create without a read
+	down.kube.ClearActions()
+	r := rowOf(db)
+	_ = env.reconcile(r, other)
+	checkActions(t, "downstream", env.downActions(), []string{"get secrets apps/db"})
+	if got := env.mustStatus(r).Phase; got != courier.CopyPhaseConflict {
+		t.Errorf("phase %s, want Conflict", got)
+	}
+}
+
+// dc2 is the desired copy of row r as the engine holds it.
+func dc2(r *courier.DownstreamCopy) desiredCopy {
+	for _, copies := range desiredCopies(appOp, []*courier.DownstreamCopy{r}) {
+		return copies[0]
+	}
+	return desiredCopy{}
 }

@@ -37,7 +37,7 @@ func (e *Engine) reads(ctx context.Context, client *downstream.Client, clusterKe
 	if e.Leading() && needsFallback(copies) {
 		r.fallback = startRead(r.fallback)
 	}
-	if e.needsLegacySweep(clusterKey, client) {
+	if e.clients.needsLegacySweep(clusterKey, client) {
 		live := r.unlabelled
 		lists := map[string]func() ([]object, error){}
 		for _, kind := range sweptKinds {

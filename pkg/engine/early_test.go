@@ -21,7 +21,7 @@ func TestFirstPassReadsWhileInformersSync(t *testing.T) {
 	down := newFakeCluster(false, targetNamespace)
 	env := newEnv(t, down, srcSecret("db", "7"))
 	env.e.cfg.SyncWait = 10 * time.Second // a bound for a failing run; a passing one never waits that long
-	env.e.twins.legacy = nil              // a new client: the unlabelled copies are still to be looked for
+	env.e.clients.forget(clusterKey)      // a new client: the unlabelled copies are still to be looked for
 	var sawSynced atomic.Bool
 	env.ds.client.HasSynced = func() bool {
 		if sawSynced.Load() {

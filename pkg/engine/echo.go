@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -16,9 +17,10 @@ import (
 // until the write returns (writing, wrote), then judged by the
 // resourceVersion it got.
 //
-// It has its own lock. Lock order: echoFilter.mu before Engine.mu, which
-// stillWanted takes; the engine never calls the filter with Engine.mu
-// held.
+// It has its own lock and calls out to nothing while holding it:
+// stillWanted (the desired set's wanted, which takes that set's lock) is
+// asked after it is released, so no two of the engine's locks are ever
+// held together.
 type echoFilter struct {
 	// stillWanted reports whether the copy copyID is still wanted by the
 	// Cluster clusterKey: only the echo of such a copy is nothing to do.
@@ -58,26 +60,41 @@ func (f *echoFilter) changed(clusterKey string, obj runtime.Object) bool {
 	if obj == nil || err != nil {
 		return true
 	}
-	k := echoKey(clusterKey, kindOfObject(obj), m.GetNamespace(), m.GetName())
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if seen, ok := f.inflight[k]; ok {
-		f.inflight[k] = append(seen, m.GetResourceVersion())
+	ex, held, isEcho := f.take(clusterKey, m, kindOfObject(obj))
+	switch {
+	case held:
 		return false
-	}
-	ex, ok := f.echoes[k]
-	if !ok || ex.rv != m.GetResourceVersion() {
+	case !isEcho:
 		return true
 	}
-	delete(f.echoes, k)
 	// Only the echo of a copy still wanted here is nothing to do. A copy
 	// that stopped being wanted after it was written (an entry removed, a
 	// source denied) needs the sweep of a whole pass, and the sweep that
 	// followed may have missed it: the Cluster's watch can deliver the
 	// copy late (a relist after its kube-apiserver came back), after that
-	// sweep read the cache. Asked under f.mu, as when one lock guarded
-	// both, so that no write's echo is recorded meanwhile.
+	// sweep read the cache. Asked after f.mu is released: the echo is
+	// taken already, and the answer depends on the desired set alone (a
+	// change there that stops wanting the copy queues the Cluster itself).
 	return !f.stillWanted(clusterKey, ex.copyID)
+}
+
+// take judges a change under f.mu: held when its copy is being written
+// (the change is kept for wrote), else isEcho when it is the expected echo
+// of the engine's last write, which it takes.
+func (f *echoFilter) take(clusterKey string, m metav1.Object, kind string) (ex echo, held, isEcho bool) {
+	k := echoKey(clusterKey, kind, m.GetNamespace(), m.GetName())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if seen, ok := f.inflight[k]; ok {
+		f.inflight[k] = append(seen, m.GetResourceVersion())
+		return echo{}, true, false
+	}
+	ex, ok := f.echoes[k]
+	if !ok || ex.rv != m.GetResourceVersion() {
+		return echo{}, false, false
+	}
+	delete(f.echoes, k)
+	return ex, false, true
 }
 
 // writing marks copy c of a Cluster as being written: changed holds its

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,26 +128,34 @@ type Engine struct {
 	// is started, the ones in flight finish.
 	draining atomic.Bool
 
-	// echo tells the echoes of the engine's own writes from other changes
-	// to copies; it has its own lock (echo.go).
-	echo *echoFilter
+	// The engine's state is split between owners, each with its own lock
+	// that it never holds while calling out (not even to another owner),
+	// so no two of these locks are ever held together. The one exception
+	// is handover, which only serializes SetDesired and UpdateDesired: it
+	// is taken first, and the owners' locks one at a time under it. (From
+	// outside, CopyEvents.bind replays early changes under its own lock,
+	// taken before any of the engine's: copyevents.go.)
 
-	mu        sync.Mutex
-	desired   desiredState
-	statuses  map[string]copycontract.Status // row key -> what the engine saw
-	leftovers leftoverState
-	// pending is what the next notify tells the view, by HelmOp.
-	pending map[types.NamespacedName]*pendingChange
-	// passed is, per Cluster, the client a pass last ended with
-	// (createUnread).
-	passed map[string]*downstream.Client
-	// initial holds the keys of rows handed over before DesiredComplete
-	// whose copies no pass has looked at yet (createUnread).
-	initial    map[string]bool
-	observedAt map[string]time.Time // row key -> when its current source RV was first seen
-	twins      twinState
+	// desired is what the view asked for, and what is known of each
+	// desired row and copy besides (desiredset.go).
+	desired *desiredSet
+	// statuses is the record the view reads: each row's last outcome, the
+	// leftover copies and what changed since the last notify
+	// (statusrecord.go).
+	statuses *statusRecord
 	// scopes is what each queued Cluster's next pass must cover (scope.go).
-	scopes map[string]*passScope
+	scopes *passScopes
+	// clients is what passes learnt of each Cluster's client: the one a
+	// pass last ended with, its server, its legacy sweep (clientrecord.go).
+	clients *clientRecord
+	// echo tells the echoes of the engine's own writes from other changes
+	// to copies (echo.go).
+	echo *echoFilter
+	// taken is, per Cluster, the rows whose copy's name the last live read
+	// found held by an object Courier may not write (taken.go).
+	taken *takenNames
+	// handover serializes SetDesired and UpdateDesired (desired.go).
+	handover sync.Mutex
 }
 
 // New returns an engine; Run starts it.
@@ -186,20 +193,18 @@ func New(cfg Config) *Engine {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, cfg.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
-		sources:    newSourceCache(cfg.Sources),
-		current:    newCurrentCopies(),
-		copied:     newEventBudget(),
-		now:        time.Now,
-		desired:    newDesiredState(),
-		statuses:   map[string]copycontract.Status{},
-		leftovers:  newLeftoverState(),
-		pending:    map[types.NamespacedName]*pendingChange{},
-		passed:     map[string]*downstream.Client{},
-		initial:    map[string]bool{},
-		observedAt: map[string]time.Time{},
-		scopes:     map[string]*passScope{},
+		sources:  newSourceCache(cfg.Sources),
+		current:  newCurrentCopies(),
+		copied:   newEventBudget(),
+		now:      time.Now,
+		desired:  newDesiredSet(),
+		statuses: newStatusRecord(),
+		scopes:   newPassScopes(),
+		clients:  newClientRecord(),
+		taken:    newTakenNames(),
 	}
-	e.echo = newEchoFilter(e.stillWanted)
+	// Only the echo of a copy still wanted by its Cluster is nothing to do.
+	e.echo = newEchoFilter(e.desired.wanted)
 	e.leading.Store(!cfg.Follower)
 	if cfg.CopyEvents != nil {
 		cfg.CopyEvents.bind(e)
@@ -215,7 +220,7 @@ func (e *Engine) SetLeading(leading bool) {
 	if e.leading.Swap(leading) == leading {
 		return
 	}
-	if e.desiredComplete() {
+	if e.desired.isComplete() {
 		e.queueAllClusters()
 	}
 }
@@ -234,14 +239,6 @@ func (e *Engine) CopyChanged(clusterKey string, obj runtime.Object) {
 	if e.echo.changed(clusterKey, obj) {
 		e.queueWhole(clusterKey)
 	}
-}
-
-// stillWanted reports whether copyID is still wanted by the Cluster
-// clusterKey, for the echo filter. It takes e.mu.
-func (e *Engine) stillWanted(clusterKey, copyID string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Contains(e.twins.wantedBy[copyID], clusterKey)
 }
 
 // writing marks copy c of cluster as being written: CopyChanged holds its
@@ -311,7 +308,7 @@ func (e *Engine) Run(ctx context.Context) {
 		}()
 	}
 	go wait.UntilWithContext(ctx, func(context.Context) {
-		if e.desiredComplete() {
+		if e.desired.isComplete() {
 			e.queueAllClusters()
 		}
 	}, e.cfg.ResyncPeriod)
@@ -342,7 +339,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 		// started yet is left for the next process (or leader).
 		return false
 	}
-	if !e.desiredComplete() {
+	if !e.desired.isComplete() {
 		// Not every HelmOp has been handed over yet: a pass now would
 		// remove the copies of those still to come. DesiredComplete queues
 		// every Cluster.
@@ -352,7 +349,7 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	if err := e.reconcileCluster(ctx, key); err != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster not converged; retrying", "cluster", key, "err", err)
 		// The retry looks at everything again, whatever this pass covered.
-		e.oweWhole(key)
+		e.scopes.oweWhole(key)
 		e.queue.AddRateLimited(key)
 		return true
 	}

@@ -60,6 +60,7 @@ func (e *Engine) execute(ctx context.Context, client *downstream.Client, id iden
 			if cur, err = p.ops.get(ctx, c.targetNS, c.name); err == nil {
 				owner := copyspec.Owner{UpstreamID: e.cfg.UpstreamID, HelmOp: c.helmOp, Cluster: cluster.Name}
 				if _, fleets := copyspec.FleetCopy(cur); fleets || copyspec.OwnershipOf(cur, owner) != copyspec.OwnedBy {
+					e.taken.observe(client.Key, c, true)
 					return conflict(fmt.Sprintf("%s in cluster %s was replaced by an object Courier does not own; it is left unchanged", what, cluster.Name))
 				}
 				copyspec.AdoptWriter(p.want, cur)
@@ -93,12 +94,9 @@ func (e *Engine) written(client *downstream.Client, c desiredCopy, srcRV, copyRV
 	if srcRV == c.sourceRV {
 		e.current.remember(client, c, copyRV)
 	}
-	e.mu.Lock()
-	if at, ok := e.observedAt[c.rowKey]; ok {
+	if at, ok := e.desired.takeObservedAt(c.rowKey); ok {
 		propagationSeconds.Observe(e.now().Sub(at).Seconds())
-		delete(e.observedAt, c.rowKey)
 	}
-	e.mu.Unlock()
 	st := synced(srcRV, nowTime(e.now()))
 	return outcome{status: st, wrote: true, reason: how, eventOK: true}
 }

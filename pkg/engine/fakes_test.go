@@ -310,7 +310,7 @@ func newEnv(t testing.TB, down *fakeCluster, sources ...runtime.Object) *testEnv
 	if down != nil {
 		// Copies written before the cluster-hash label existed are looked
 		// for once per client; TestLegacySweep covers that look.
-		env.e.legacySwept(clusterKey, env.ds.client)
+		env.e.clients.legacySwept(clusterKey, env.ds.client)
 	}
 	t.Cleanup(env.e.queue.ShutDown)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))
@@ -351,15 +351,8 @@ func (env *testEnv) reconcile(rows ...*courier.DownstreamCopy) error {
 
 // leftovers returns every HelmOp's leftover copies.
 func (env *testEnv) leftovers() []copycontract.Leftover {
-	env.e.mu.Lock()
-	var ops []types.NamespacedName
-	for op := range env.e.leftovers.byOp {
-		ops = append(ops, op)
-	}
-	env.e.mu.Unlock()
-	sort.Slice(ops, func(i, j int) bool { return ops[i].String() < ops[j].String() })
 	var out []copycontract.Leftover
-	for _, op := range ops {
+	for _, op := range leftoverOps(env.e.statuses) {
 		out = append(out, env.e.Leftovers(op)...)
 	}
 	return out
@@ -397,12 +390,12 @@ func (env *testEnv) takeEvents() []string {
 // message, Event or log line the engine produced.
 func (env *testEnv) checkNoSecretData() {
 	env.takeEvents()
-	env.e.mu.Lock()
+	env.e.statuses.mu.Lock()
 	var texts []string
-	for k, s := range env.e.statuses {
+	for k, s := range env.e.statuses.statuses {
 		texts = append(texts, "status of "+k+": "+s.Message)
 	}
-	env.e.mu.Unlock()
+	env.e.statuses.mu.Unlock()
 	for _, ev := range env.events {
 		texts = append(texts, "event: "+ev)
 	}
@@ -491,4 +484,16 @@ func drain(q workqueue.TypedRateLimitingInterface[string]) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// leftoverOps returns the HelmOps that have leftover copies, in name order.
+func leftoverOps(r *statusRecord) []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ops := make([]types.NamespacedName, 0, len(r.leftovers.byOp))
+	for op := range r.leftovers.byOp {
+		ops = append(ops, op)
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].String() < ops[j].String() })
+	return ops
 }

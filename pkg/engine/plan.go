@@ -85,20 +85,21 @@ func (e *Engine) planCopy(ctx context.Context, client *downstream.Client, cluste
 			return p
 		}
 	}
-	if e.createUnread(client, c, p.ops) {
+	if e.createUnread(client, c, p.ops, inCache) {
 		p.action, p.unread = actionCreate, true
 		return p
 	}
 	cur, err := p.ops.get(ctx, c.targetNS, c.name)
 	switch {
 	case apierrors.IsNotFound(err):
+		e.taken.observe(client.Key, c, false)
 		p.action = actionCreate
 		return p
 	case err != nil:
 		p.out = e.writeFailed(cluster, "reading "+what, err)
 		return p
 	}
-	p.judge(cur, owner, what, cluster.Name)
+	e.taken.observe(client.Key, c, p.judge(cur, owner, what, cluster.Name))
 	return p
 }
 

@@ -23,41 +23,31 @@ func Pulled(cluster *fleet.Cluster) bool {
 // keep or remove.
 func (e *Engine) leavePulled(key string) {
 	e.forgetCluster(key)
-	forgot := e.forgetStatuses(e.copiesFor(key))
-	if e.setLeftovers(key, nil) || forgot {
+	// Drop what the engine recorded for the Cluster's rows (a push pass
+	// made before it became pulled), so that the view shows the agent's
+	// reports and not a stale push status.
+	copies := e.desired.copiesFor(key)
+	keys := make([]string, len(copies))
+	for i, c := range copies {
+		keys[i] = c.rowKey
+	}
+	forgot := e.statuses.forget(keys)
+	if e.statuses.setLeftovers(key, nil) || forgot {
 		e.notify()
 	}
 }
 
-// forgetStatuses drops what the engine recorded for copies (a push pass
-// made before the Cluster became pulled), so that the view shows the
-// agent's reports and not a stale push status. It reports whether any
-// was dropped.
-func (e *Engine) forgetStatuses(copies []desiredCopy) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	forgot := false
-	for _, c := range copies {
-		if _, ok := e.statuses[c.rowKey]; ok {
-			delete(e.statuses, c.rowKey)
-			e.pendingLocked(c.helmOp).rows[c.rowKey] = struct{}{}
-			forgot = true
-		}
-	}
-	return forgot
-}
-
 // forgetCluster drops what the engine keeps to reach and write to a
 // cluster: its downstream client (and so its informers), expected echoes,
-// twin record, identities and the copies it found current.
+// client record, identities, the copies it found current, the names it
+// found taken and the scope of its next pass.
 func (e *Engine) forgetCluster(key string) {
 	e.cfg.Downstream.Forget(key)
 	e.forgetEchoes(key)
-	e.forgetTwin(key)
+	e.clients.forget(key)
 	e.forgetIdentities(key)
 	e.current.forget(key)
-	e.mu.Lock()
-	delete(e.scopes, key)
-	e.mu.Unlock()
+	e.taken.forget(key)
+	e.scopes.forget(key)
 	clusterReachable.DeleteLabelValues(key)
 }

@@ -35,17 +35,17 @@ type outcome struct {
 // and only then is anything written, so a forbidden group writes nothing.
 //
 // When all that happened since the last pass is new source versions of
-// some rows (takeScope), and that pass ended with the same client, the
+// some rows (passScopes.take), and that pass ended with the same client, the
 // pass covers just those rows and does not sweep (scope.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
-	rows := e.takeScope(key) // nil: every row, and the sweep
+	rows := e.scopes.take(key) // nil: every row, and the sweep
 	ns, name := copycontract.SplitKey(key)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		// The Cluster is gone: its rows are gone with it, and Courier can no
 		// longer reach it to remove copies.
 		e.forgetCluster(key)
-		if e.setLeftovers(key, nil) {
+		if e.statuses.setLeftovers(key, nil) {
 			e.notify()
 		}
 		return nil
@@ -56,19 +56,19 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		e.leavePulled(key) // its agent writes there (DESIGN §9)
 		return nil
 	}
-	copies := e.copiesFor(key)
+	copies := e.desired.copiesFor(key)
 
 	client, err := e.cfg.Downstream.Get(ctx, cluster)
 	if err != nil {
 		e.markAll(copies, courier.CopyPhaseUnreachable, err.Error())
 		return err
 	}
-	whole := rows == nil || !e.passedBefore(client)
+	whole := rows == nil || !e.clients.passedBefore(client)
 	if !whole {
 		copies = onlyRows(copies, rows)
 	}
 	passesTotal.WithLabelValues(passKind(whole)).Inc()
-	e.setServer(key, client)
+	e.clients.setServer(key, client)
 	reads := e.reads(ctx, client, key, copies) // before the wait: the first pass's reads overlap it
 	e.waitSynced(ctx, client)
 
@@ -97,6 +97,7 @@ func (e *Engine) endWholePass(ctx context.Context, client *downstream.Client, cl
 	reads passReads, retryErr error) (changed bool, _ error) {
 	key := cluster.Namespace + "/" + cluster.Name
 	e.current.retain(key, copies)
+	e.taken.retain(key, copies)
 	// Only the leader removes copies; a follower reports them Deleting.
 	left, err := e.sweep(ctx, client, cluster, copies, e.Leading(), reads.unlabelled)
 	if err != nil {
@@ -108,9 +109,9 @@ func (e *Engine) endWholePass(ctx context.Context, client *downstream.Client, cl
 		clusterReachable.WithLabelValues(key).Set(1)
 	}
 	if left != nil || err == nil {
-		changed = e.setLeftovers(key, left)
+		changed = e.statuses.setLeftovers(key, left)
 	}
-	e.passEnded(client)
+	e.clients.passEnded(client)
 	if retryErr != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster has copies that did not converge", "cluster", key, "err", retryErr)
 	}

@@ -1,5 +1,7 @@
 package engine
 
+import "sync"
+
 // A whole pass over a Cluster plans every copy the Cluster should hold and
 // then sweeps the copies nothing wants. After a change of one source
 // listed for 1,000 Clusters that was ten plans, a list of the Cluster's
@@ -17,8 +19,18 @@ package engine
 // pass stays owed until a pass takes it. A Cluster queued by anything that
 // records no scope gets a whole pass as well, so a path that forgets to
 // record one costs work, never a copy.
+//
+// A scope is always recorded before its Cluster is queued, so the pass the
+// queue hands out sees it.
 
-// passScope is what a Cluster's next pass must cover. Guarded by Engine.mu.
+// passScopes is what each queued Cluster's next pass must cover. It has
+// its own lock and calls out to nothing while holding it.
+type passScopes struct {
+	mu     sync.Mutex
+	scopes map[string]*passScope // by cluster key
+}
+
+// passScope is what a Cluster's next pass must cover.
 type passScope struct {
 	// whole asks for every row and the sweep.
 	whole bool
@@ -26,49 +38,63 @@ type passScope struct {
 	rows map[string]struct{}
 }
 
-// queueWhole queues clusterKey for a whole pass.
-func (e *Engine) queueWhole(clusterKey string) {
-	e.oweWhole(clusterKey)
-	e.queue.Add(clusterKey)
+func newPassScopes() *passScopes {
+	return &passScopes{scopes: map[string]*passScope{}}
 }
 
-// oweWhole records that the next pass over clusterKey must be whole.
-func (e *Engine) oweWhole(clusterKey string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.oweWholeLocked(clusterKey)
+// oweWhole records that the next pass over each of clusterKeys must be
+// whole.
+func (p *passScopes) oweWhole(clusterKeys ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, key := range clusterKeys {
+		p.scopes[key] = &passScope{whole: true}
+	}
 }
 
-// oweWholeLocked is oweWhole with e.mu held.
-func (e *Engine) oweWholeLocked(clusterKey string) {
-	e.scopes[clusterKey] = &passScope{whole: true}
-}
-
-// oweSourceLocked records that row rowKey of clusterKey has a new source
-// version; a whole pass already owed covers it. Called with e.mu held.
-func (e *Engine) oweSourceLocked(clusterKey, rowKey string) {
-	s := e.scopes[clusterKey]
+// oweRows records that rows of clusterKey have a new source version; a
+// whole pass already owed covers them.
+func (p *passScopes) oweRows(clusterKey string, rows ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.scopes[clusterKey]
 	if s == nil {
 		s = &passScope{rows: map[string]struct{}{}}
-		e.scopes[clusterKey] = s
+		p.scopes[clusterKey] = s
 	}
-	if !s.whole {
-		s.rows[rowKey] = struct{}{}
+	if s.whole {
+		return
+	}
+	for _, row := range rows {
+		s.rows[row] = struct{}{}
 	}
 }
 
-// takeScope returns what the pass starting now over clusterKey must cover
-// and clears it, so that what changes during the pass is owed to the next
+// take returns what the pass starting now over clusterKey must cover and
+// clears it, so that what changes during the pass is owed to the next
 // one: the rows whose sources changed, or nil for a whole pass.
-func (e *Engine) takeScope(clusterKey string) map[string]struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.scopes[clusterKey]
-	delete(e.scopes, clusterKey)
+func (p *passScopes) take(clusterKey string) map[string]struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.scopes[clusterKey]
+	delete(p.scopes, clusterKey)
 	if s == nil || s.whole {
 		return nil
 	}
 	return s.rows
+}
+
+// forget drops what is owed to a Cluster that is gone.
+func (p *passScopes) forget(clusterKey string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.scopes, clusterKey)
+}
+
+// queueWhole queues clusterKey for a whole pass.
+func (e *Engine) queueWhole(clusterKey string) {
+	e.scopes.oweWhole(clusterKey)
+	e.queue.Add(clusterKey)
 }
 
 // onlyRows returns the copies whose row key is in rows, in their order.

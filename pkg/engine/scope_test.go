@@ -16,15 +16,18 @@ import (
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
-// A pass covers only the rows whose sources changed when nothing else
-// happened since the last one; anything else recorded makes it whole.
+// The pass scopes alone: a pass covers only the rows whose sources changed
+// when nothing else happened since the last one; anything else recorded
+// makes it whole.
 func TestPassScope(t *testing.T) {
 	type step struct {
-		whole bool
-		row   string
+		whole  bool
+		forget bool
+		rows   []string
 	}
-	source := func(row string) step { return step{row: row} }
+	source := func(rows ...string) step { return step{rows: rows} }
 	whole := step{whole: true}
+	forget := step{forget: true}
 	cases := []struct {
 		name  string
 		steps []step
@@ -32,29 +35,36 @@ func TestPassScope(t *testing.T) {
 	}{
 		{"nothing recorded", nil, nil},
 		{"one source", []step{source("r1")}, []string{"r1"}},
-		{"two sources, one twice", []step{source("r1"), source("r2"), source("r1")}, []string{"r1", "r2"}},
+		{"two sources, one twice", []step{source("r1"), source("r2", "r1")}, []string{"r1", "r2"}},
 		{"a source, then something else", []step{source("r1"), whole}, nil},
 		{"something else, then a source", []step{whole, source("r1")}, nil},
+		{"the Cluster forgotten, then a source", []step{whole, forget, source("r1")}, []string{"r1"}},
+		{"a source, then the Cluster forgotten", []step{source("r1"), forget}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newEnv(t, nil)
-			env.e.mu.Lock()
+			p := newPassScopes()
+			p.oweWhole("fleet-default/other") // another Cluster's scope is its own
 			for _, s := range tc.steps {
-				if s.whole {
-					env.e.oweWholeLocked(clusterKey)
-				} else {
-					env.e.oweSourceLocked(clusterKey, s.row)
+				switch {
+				case s.whole:
+					p.oweWhole(clusterKey)
+				case s.forget:
+					p.forget(clusterKey)
+				default:
+					p.oweRows(clusterKey, s.rows...)
 				}
 			}
-			env.e.mu.Unlock()
 
-			got := env.e.takeScope(clusterKey)
+			got := p.take(clusterKey)
 			if (got == nil) != (tc.want == nil) || !slices.Equal(slices.Sorted(maps.Keys(got)), tc.want) {
 				t.Errorf("scope %v, want %v (nil: whole)", slices.Sorted(maps.Keys(got)), tc.want)
 			}
-			if again := env.e.takeScope(clusterKey); again != nil {
+			if again := p.take(clusterKey); again != nil {
 				t.Errorf("a second take found %v: taking a scope must clear it", again)
+			}
+			if _, ok := p.scopes["fleet-default/other"]; !ok {
+				t.Error("another Cluster's scope was taken")
 			}
 		})
 	}
@@ -89,7 +99,7 @@ func scopeEnv(t *testing.T) (*testEnv, []*courier.DownstreamCopy) {
 	if err := env.reconcile(rows...); err != nil {
 		t.Fatalf("first pass: %v", err)
 	}
-	env.e.passEnded(env.ds.client) // as the first pass did; reconcile is direct
+	env.e.clients.passEnded(env.ds.client) // as the first pass did; reconcile is direct
 	stale := secretCopy(srcSecret("old", "3"), targetNS, owner(appOp, "c1"))
 	if err := down.kube.Tracker().Add(stale); err != nil {
 		t.Fatal(err)
@@ -126,7 +136,7 @@ func TestSourcePassCoversOnlyItsRows(t *testing.T) {
 		}},
 		{name: "a source changed, and the Cluster has a new client", wantWhole: true, before: func(env *testEnv, _ []*courier.DownstreamCopy) {
 			env.ds.client = env.down.client()
-			env.e.legacySwept(clusterKey, env.ds.client)
+			env.e.clients.legacySwept(clusterKey, env.ds.client)
 			mustUpdateDesired(env, db8)
 		}},
 	}

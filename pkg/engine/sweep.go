@@ -42,7 +42,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 	left := []copycontract.Leftover{}
 	var failed error
 	key := cluster.Namespace + "/" + cluster.Name
-	legacy := e.needsLegacySweep(key, client)
+	legacy := e.clients.needsLegacySweep(key, client)
 	keptLegacy := false
 	for _, kind := range sweptKinds {
 		ops := objectOps(client, client.Kube, kind) // removal uses Courier's own identity
@@ -102,7 +102,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 		}
 	}
 	if failed == nil && legacy && !keptLegacy {
-		e.legacySwept(key, client)
+		e.clients.legacySwept(key, client)
 	}
 	return left, failed
 }

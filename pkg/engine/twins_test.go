@@ -187,9 +187,7 @@ func TestLegacySweep(t *testing.T) {
 		_ = down.secrets.Delete(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: targetNS, Name: name}})
 	}
 	env := newEnv(t, down, db, old)
-	env.e.mu.Lock()
-	env.e.twins.legacy = nil
-	env.e.mu.Unlock()
+	env.e.clients.forget(clusterKey)
 
 	if err := env.reconcile(row("Secret", "db", "7", courier.CopyPhasePending)); err != nil {
 		t.Fatal(err)

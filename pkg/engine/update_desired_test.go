@@ -65,7 +65,7 @@ func TestUpdateDesired(t *testing.T) {
 				t.Errorf("queued %q, want %q", queued, tc.wantQueued)
 			}
 			var c1RV string
-			for _, c := range env.e.copiesFor(clusterKey) {
+			for _, c := range env.e.desired.copiesFor(clusterKey) {
 				if c.kind == "Secret" {
 					c1RV = c.sourceRV
 				}
@@ -73,7 +73,7 @@ func TestUpdateDesired(t *testing.T) {
 			if c1RV != tc.wantC1RV {
 				t.Errorf("c1's copy of db from resourceVersion %q, want %q", c1RV, tc.wantC1RV)
 			}
-			if got := env.e.copiesFor(fleetNS + "/c2"); len(got) != 1 || got[0].sourceRV != "7" {
+			if got := env.e.desired.copiesFor(fleetNS + "/c2"); len(got) != 1 || got[0].sourceRV != "7" {
 				t.Errorf("c2's copies %+v, want db from 7, untouched", got)
 			}
 		})

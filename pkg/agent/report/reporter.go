@@ -5,8 +5,14 @@
 // Cluster's rows Unreachable when its agent has not reported for three
 // intervals, so every report carries the interval.
 //
-// Reporting never holds copying up: the engine only marks rows to send,
-// and a report that fails is retried with backoff.
+// Reporting never holds copying up: the engine only marks rows to send
+// (Pending), and a report that fails is retried with backoff.
+//
+// Data flows one way: engine → Pending → Reporter → Courier. The engine
+// and the Reporter each need the other's part when they are built (the
+// engine tells of changes, the Reporter reads the engine's statuses), so
+// the Pending set is made first and handed to both constructors: the
+// engine as its OnStatusChange, the Reporter with the engine.
 package report
 
 import (
@@ -45,56 +51,78 @@ type Rows interface {
 	Keys() []string
 }
 
+// Pending is the set of rows to be reported: the rows whose status the
+// engine changed (Changed, the engine's OnStatusChange), the heartbeat's
+// and the ones whose report failed. It is made before the engine and the
+// Reporter, and handed to both.
+type Pending struct {
+	mu    sync.Mutex
+	dirty map[string]struct{}
+	wake  chan struct{}
+}
+
+// NewPending returns an empty Pending set.
+func NewPending() *Pending {
+	return &Pending{dirty: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// Changed marks the rows whose status the engine changed, to be sent
+// (the engine's OnStatusChange). It never blocks.
+func (p *Pending) Changed(changes []copycontract.StatusChange) {
+	p.mu.Lock()
+	for _, ch := range changes {
+		for _, key := range ch.Rows {
+			p.dirty[key] = struct{}{}
+		}
+	}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// mark marks rows to be sent again, without waking the Reporter (the
+// heartbeat, a retry).
+func (p *Pending) mark(keys []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		p.dirty[k] = struct{}{}
+	}
+}
+
+// take returns the marked rows and clears them.
+func (p *Pending) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := make([]string, 0, len(p.dirty))
+	for k := range p.dirty {
+		keys = append(keys, k)
+	}
+	p.dirty = map[string]struct{}{}
+	return keys
+}
+
 // Reporter sends rows' statuses upstream.
 type Reporter struct {
 	client   courierclient.DownstreamCopiesGetter
 	interval time.Duration
 	rows     Rows
 	statuses Statuses
+	pending  *Pending
 	clock    clock.WithTicker
 	// minBackoff is the first wait after a failed report; each failure in
 	// a row doubles it, up to the report interval.
 	minBackoff time.Duration
-
-	mu    sync.Mutex
-	dirty map[string]struct{}
-	wake  chan struct{}
 }
 
-// New returns a Reporter that updates rows' status through client and
-// beats every interval.
-func New(client courierclient.DownstreamCopiesGetter, interval time.Duration, rows Rows, statuses Statuses) *Reporter {
-	return &Reporter{client: client, interval: interval, rows: rows, statuses: statuses, clock: clock.RealClock{},
-		minBackoff: time.Second, dirty: map[string]struct{}{}, wake: make(chan struct{}, 1)}
-}
-
-// SetStatuses names the engine, which is built after the Reporter (the
-// engine is told of the Reporter's Changed): call it before Run.
-func (r *Reporter) SetStatuses(s Statuses) { r.statuses = s }
-
-// Changed marks the rows whose status the engine changed, to be sent
-// (the engine's OnStatusChange). It never blocks.
-func (r *Reporter) Changed(changes []copycontract.StatusChange) {
-	r.mu.Lock()
-	for _, ch := range changes {
-		for _, key := range ch.Rows {
-			r.dirty[key] = struct{}{}
-		}
-	}
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// markAll marks every row the engine is given: the heartbeat.
-func (r *Reporter) markAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, key := range r.rows.Keys() {
-		r.dirty[key] = struct{}{}
-	}
+// New returns a Reporter that sends the rows marked in pending, with
+// their status as statuses records it, through client, and beats every
+// interval.
+func New(client courierclient.DownstreamCopiesGetter, interval time.Duration, rows Rows, statuses Statuses, pending *Pending) *Reporter {
+	return &Reporter{client: client, interval: interval, rows: rows, statuses: statuses, pending: pending,
+		clock: clock.RealClock{}, minBackoff: time.Second}
 }
 
 // Run sends reports until ctx is done.
@@ -108,12 +136,12 @@ func (r *Reporter) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.wake:
+		case <-r.pending.wake:
 			if retry != nil {
 				continue // sent when the backoff is over
 			}
 		case <-beat.C():
-			r.markAll()
+			r.pending.mark(r.rows.Keys()) // every row the engine is given
 			if retry != nil {
 				continue
 			}
@@ -132,17 +160,11 @@ func (r *Reporter) Run(ctx context.Context) {
 // went through. On the first failure it stops, and the rows not sent stay
 // marked.
 func (r *Reporter) flush(ctx context.Context) bool {
-	r.mu.Lock()
-	keys := make([]string, 0, len(r.dirty))
-	for k := range r.dirty {
-		keys = append(keys, k)
-	}
-	r.dirty = map[string]struct{}{}
-	r.mu.Unlock()
+	keys := r.pending.take()
 	ok := true
 	for i, key := range keys {
 		if ctx.Err() != nil {
-			r.remark(keys[i:])
+			r.pending.mark(keys[i:])
 			return true
 		}
 		err := r.send(ctx, key)
@@ -155,10 +177,10 @@ func (r *Reporter) flush(ctx context.Context) bool {
 		ok = false
 		if !rowRefused(err) {
 			// Courier is away or overloaded: the rest wait for the retry.
-			r.remark(keys[i:])
+			r.pending.mark(keys[i:])
 			return false
 		}
-		r.remark([]string{key}) // this row's report was refused; the others may go through
+		r.pending.mark([]string{key}) // this row's report was refused; the others may go through
 	}
 	return ok
 }
@@ -172,14 +194,6 @@ func rowRefused(err error) bool {
 	}
 	code := st.Status().Code
 	return code >= 400 && code < 500 && code != http.StatusTooManyRequests
-}
-
-func (r *Reporter) remark(keys []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, k := range keys {
-		r.dirty[k] = struct{}{}
-	}
 }
 
 // send PUTs one row's status; a row without a status or no longer there

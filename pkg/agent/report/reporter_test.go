@@ -92,7 +92,7 @@ func (c afterClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-func setup(t *testing.T) (*Reporter, *upstream, afterClock, fakeStatuses) {
+func setup(t *testing.T) (*Pending, *upstream, afterClock, fakeStatuses) {
 	up := &upstream{code: http.StatusOK, got: make(chan struct{}, 100)}
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
@@ -106,15 +106,15 @@ func setup(t *testing.T) (*Reporter, *upstream, afterClock, fakeStatuses) {
 		ns + "/b": {Phase: courier.CopyPhaseForbidden, Message: "forbidden"},
 		// c has no status yet: nothing to report
 	}
-	r := New(c.CourierV1alpha1(), 30*time.Second, rows, nil)
-	r.SetStatuses(statuses)
+	pending := NewPending()
+	r := New(c.CourierV1alpha1(), 30*time.Second, rows, statuses, pending)
 	clk := afterClock{clocktesting.NewFakeClock(time.Now()), make(chan time.Duration, 10)}
 	r.clock = clk
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return r, up, clk, statuses
+	return pending, up, clk, statuses
 }
 
 // wait waits for n requests.
@@ -133,8 +133,8 @@ func (u *upstream) wait(t *testing.T, n int) {
 // resourceVersion and the report interval; the heartbeat sends every row
 // with a status.
 func TestReportChangedAndHeartbeat(t *testing.T) {
-	r, up, clk, _ := setup(t)
-	r.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a"}}})
+	pending, up, clk, _ := setup(t)
+	pending.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a"}}})
 	up.wait(t, 1)
 	paths, reports := up.take()
 	if want := []string{"PUT /apis/courier.dev/v1alpha1/namespaces/fleet-default/downstreamcopies/a/status"}; !slices.Equal(paths, want) {
@@ -159,15 +159,15 @@ func TestReportChangedAndHeartbeat(t *testing.T) {
 // A failed report is retried after a backoff, not at once; a change in
 // the meantime waits for it too; copying (Changed) never blocks.
 func TestReportBackoff(t *testing.T) {
-	r, up, clk, _ := setup(t)
+	pending, up, clk, _ := setup(t)
 	up.setCode(http.StatusServiceUnavailable)
-	r.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a", ns + "/b"}}})
+	pending.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a", ns + "/b"}}})
 	up.wait(t, 1) // stops at the first failure: Courier is away
 	up.take()
 	done := make(chan struct{})
 	go func() {
 		for range 1000 {
-			r.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a"}}})
+			pending.Changed([]copycontract.StatusChange{{Rows: []string{ns + "/a"}}})
 		}
 		close(done)
 	}()
