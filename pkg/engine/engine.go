@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -55,12 +56,16 @@ type Config struct {
 	Upstream kubernetes.Interface
 	// Sources reads the objects copies are made from. Default
 	// UpstreamSources{Upstream}; a pulling agent reads payloads instead.
-	Sources    SourceReader
-	Clusters   fleetlisters.ClusterLister
-	HelmOps    fleetlisters.HelmOpLister
+	Sources  SourceReader
+	Clusters fleetlisters.ClusterLister
+	HelmOps  fleetlisters.HelmOpLister
+	// Bundles, when set, names the Bundles Events about a Bundle's copies
+	// are recorded on (their UID, for kubectl describe); nil records them
+	// on a reference without one.
+	Bundles    fleetlisters.BundleLister
 	Downstream Downstream
-	// Recorder receives Events about HelmOps; the correlator aggregates
-	// repeats.
+	// Recorder receives Events about the owners (HelmOps, Bundles); the
+	// correlator aggregates repeats.
 	Recorder record.EventRecorder
 	// OnStatusChange is called (without locks held) when rows' recorded
 	// statuses or HelmOps' leftover copies changed, naming them, so the
@@ -357,10 +362,21 @@ func (e *Engine) processNext(ctx context.Context) bool {
 	return true
 }
 
-// helmOpRef is the object Events about a copy are recorded on.
+// helmOpRef is the object Events about a copy are recorded on: its owner,
+// a HelmOp or a Bundle (copycontract.OwnerKey).
 func (e *Engine) helmOpRef(nn types.NamespacedName) *corev1.ObjectReference {
-	if op, err := e.cfg.HelmOps.HelmOps(nn.Namespace).Get(nn.Name); err == nil {
-		return fleet.HelmOpReference(op.Namespace, op.Name, op.UID, op.ResourceVersion)
+	if o := copycontract.OwnerOf(nn); o.Kind == courier.OwnerKindBundle {
+		if e.cfg.Bundles != nil {
+			if b, err := e.cfg.Bundles.Bundles(nn.Namespace).Get(o.Name); err == nil {
+				return fleet.ObjectReference("Bundle", b.Namespace, b.Name, b.UID, b.ResourceVersion)
+			}
+		}
+		return fleet.ObjectReference("Bundle", nn.Namespace, o.Name, "", "")
+	}
+	if e.cfg.HelmOps != nil {
+		if op, err := e.cfg.HelmOps.HelmOps(nn.Namespace).Get(nn.Name); err == nil {
+			return fleet.HelmOpReference(op.Namespace, op.Name, op.UID, op.ResourceVersion)
+		}
 	}
 	return fleet.HelmOpReference(nn.Namespace, nn.Name, "", "")
 }

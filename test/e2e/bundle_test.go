@@ -66,6 +66,17 @@ func TestBundleCopies(t *testing.T) {
 	if s.Annotations[copyspec.AnnotationBundle] != w.ns+"/repo-app" || s.Annotations[copyspec.AnnotationHelmOp] != "" {
 		t.Errorf("copy annotations: %v", s.Annotations)
 	}
+	// The engine's Events name the Bundle, with its UID, as kubectl
+	// describe bundle finds them.
+	b, err := fleetClient(t).FleetV1alpha1().Bundles(w.ns).Get(context.Background(), "repo-app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a Copied Event on the Bundle", func() (bool, string) {
+		out := kubectl(t, "get", "events", "-n", w.ns, "--field-selector",
+			"involvedObject.kind=Bundle,involvedObject.name=repo-app,involvedObject.uid="+string(b.UID)+",reason=Copied", "-o", "name")
+		return strings.TrimSpace(out) != "", out
+	})
 	// c2's customization matches it, but the GitRepo does not target it.
 	// Positive control: once the GitRepo targets dev too, it is copied.
 	if _, err := downstream(t, 1).CoreV1().ConfigMaps(dest).Get(context.Background(), "dev-only", metav1.GetOptions{}); err == nil {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 )
 
 // servesBundles reports whether the upstream serves fleet.cattle.io
@@ -35,4 +36,13 @@ func servesBundles(config *rest.Config) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// bundleLister is the Bundles' lister when the upstream serves them, else
+// nil (the informer is then never made, so never waited for).
+func (v *views) bundleLister() fleetlisters.BundleLister {
+	if !v.readBundles {
+		return nil
+	}
+	return v.fleetInformers.Fleet().V1alpha1().Bundles().Lister()
 }

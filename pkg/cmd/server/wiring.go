@@ -230,6 +230,7 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		Upstream:   v.upstream,
 		Clusters:   fleet.Clusters().Lister(),
 		HelmOps:    fleet.HelmOps().Lister(),
+		Bundles:    v.bundleLister(),
 		Downstream: v.downstream,
 		CopyEvents: copyEvents,
 		Recorder:   v.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier"}),
@@ -275,7 +276,7 @@ func (v *views) newController(o *Options, sources sourceInformers) error {
 		Relay:         v.relay,
 	}
 	if v.readBundles {
-		inputs.Bundles = fleet.Bundles().Lister()
+		inputs.Bundles = v.bundleLister()
 		informers.Bundles = fleet.Bundles().Informer()
 	}
 	var err error
