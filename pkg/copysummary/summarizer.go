@@ -2,6 +2,7 @@ package copysummary
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,10 @@ const retryDelay = time.Second
 // store sends no event for a recomputed summary that did not change).
 //
 // Nothing flushes until the initial events of a watch have all arrived, so a
-// summary never shows part of a relist. A watch the row store closes (a
+// summary never shows part of a relist; nor, once a flush falls due, until
+// the events seen reach the row store's current version, so a summary never
+// shows part of one change of several rows (an Upsert is atomic for its
+// readers, but its events reach a watcher one by one). A watch the row store closes (a
 // watcher that fell behind) is resumed from the last resource version seen;
 // when the store's history no longer reaches back to it, the Summarizer
 // lists again and forgets the rows the new list lacks.
@@ -136,6 +140,7 @@ func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) s
 	}
 	var timer *time.Timer
 	var fire <-chan time.Time
+	var due time.Time // when a flush fell due; zero when none is
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -155,14 +160,27 @@ func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) s
 			}
 			rv = s.apply(ev, rv, &seen)
 		case <-fire:
-			fire = nil
-			s.flush()
+			fire, due = nil, time.Now()
 		}
-		if fire == nil && seen == nil && len(s.dirty) > 0 {
+		if !due.IsZero() && s.flushable(rv, due) {
+			s.flush()
+			due = time.Time{}
+		}
+		if fire == nil && due.IsZero() && seen == nil && len(s.dirty) > 0 {
 			timer = time.NewTimer(max(0, s.lastFlush.Add(s.window).Sub(time.Now())))
 			fire = timer.C
 		}
 	}
+}
+
+// flushable says whether a flush that fell due may happen now: when the
+// last row event seen (rv) is of the row store's current version, so that
+// the summaries are computed from a state the rows really had, never from
+// part of one change of several rows. Under a stream of row writes that
+// never lets it catch up, it flushes anyway a window after it fell due.
+func (s *Summarizer) flushable(rv string, due time.Time) bool {
+	seen, err := strconv.ParseUint(rv, 10, 64)
+	return err != nil || seen >= s.rows.ResourceVersion() || time.Since(due) >= s.window
 }
 
 // apply records one row event and returns the resource version it carries.

@@ -197,3 +197,47 @@ func drainQuiet(w watch.Interface, quiet time.Duration, began time.Time) (int, *
 		}
 	}
 }
+
+// TestSummaryNeverShowsPartOfAnUpsert: one Upsert makes row a Synced and
+// adds row b, Pending. No state of the rows is Ready, but the first half of
+// that Upsert alone would be: a summary must never show it, however often
+// it flushes.
+func TestSummaryNeverShowsPartOfAnUpsert(t *testing.T) {
+	rows := memstore.New[*courier.DownstreamCopy]()
+	a := func(p courier.CopyPhase, synced string) *courier.DownstreamCopy {
+		return dcRow(helmOpApp, "a", "5", p, synced)
+	}
+	rows.Upsert(a(courier.CopyPhasePending, ""))
+	_, out := start(t, rows, time.Millisecond)
+	waitSummary(t, out, "app", readyIs(metav1.ConditionFalse, 1))
+	w, err := out.Watch(context.Background(), "ws", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	const rounds = 1000
+	for i := 0; i < rounds; i++ {
+		b := dcRow(helmOpApp, fmt.Sprint("b", i), "5", courier.CopyPhasePending, "")
+		rows.Upsert(a(courier.CopyPhaseSynced, "5"), b)
+		time.Sleep(time.Millisecond)
+		rows.Upsert(a(courier.CopyPhasePending, ""))
+		rows.Delete(memstore.KeyOf(b))
+	}
+	events, ready := 0, 0
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			events++
+			if s, ok := ev.Object.(*courier.DownstreamCopySummary); ok && s.Status.Conditions[0].Status == metav1.ConditionTrue {
+				ready++
+			}
+			continue
+		case <-time.After(100 * time.Millisecond):
+		}
+		break
+	}
+	t.Logf("%d summary events over %d rounds, %d of them Ready", events, rounds, ready)
+	if ready > 0 {
+		t.Errorf("%d summaries showed Ready=True, a state the rows never had", ready)
+	}
+}
