@@ -127,6 +127,8 @@ func TestSummaryWaitAfterRotation(t *testing.T) {
 	w.apply(selectAll("default"))
 	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": "v0"}})
 	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/creds")}))
+	// kubectl wait fails at once on a summary that does not exist yet.
+	w.waitSummary("app", "both copies counted", func(s *v1alpha1.DownstreamCopySummary) bool { return s.Status.Copies == 2 })
 	kubectl(t, "wait", "--for=condition=Ready", "dcs/app", "-n", w.ns, "--timeout=60s")
 
 	ctx := context.Background()
