@@ -17,6 +17,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
+	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopysummary"
 	"github.com/courier-dev/courier/pkg/registry/courier/fieldcopy"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
@@ -29,6 +30,16 @@ type ExtraConfig struct {
 	DownstreamCopies *memstore.Store[*courier.DownstreamCopy]
 	FieldCopies      *memstore.Store[*courier.FieldCopy]
 	Payloads         PayloadConfig
+	Summaries        SummaryConfig
+}
+
+// SummaryConfig is what downstreamcopysummaries are served from (DESIGN
+// §4a): the store pkg/copysummary fills from the rows, and the upstream
+// reader of the sources' current resourceVersions that reads by name are
+// floored with.
+type SummaryConfig struct {
+	Store   *memstore.Store[*courier.DownstreamCopySummary]
+	Sources downstreamcopysummary.SourceVersions
 }
 
 // PayloadConfig is what the pull-delivery subresources need (DESIGN §9):
@@ -85,8 +96,11 @@ func (cfg *Config) Complete() CompletedConfig {
 
 // New returns a Courier API server with the courier.dev group installed.
 func (c completedConfig) New() (*CourierServer, error) {
-	if c.ExtraConfig.DownstreamCopies == nil || c.ExtraConfig.FieldCopies == nil {
-		return nil, fmt.Errorf("courier apiserver: both view stores must be set")
+	if c.ExtraConfig.DownstreamCopies == nil || c.ExtraConfig.FieldCopies == nil || c.ExtraConfig.Summaries.Store == nil {
+		return nil, fmt.Errorf("courier apiserver: every view store must be set")
+	}
+	if c.ExtraConfig.Summaries.Sources == nil {
+		return nil, fmt.Errorf("courier apiserver: downstreamcopysummaries need a reader of the sources' versions")
 	}
 	p := c.ExtraConfig.Payloads
 	if p.Sources == nil || p.Agents == nil || p.UpstreamID == "" || p.Reports == nil {
@@ -104,6 +118,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID, p.Exports),
 		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
+		"downstreamcopysummaries":  downstreamcopysummary.NewREST(c.ExtraConfig.Summaries.Store, c.ExtraConfig.Summaries.Sources),
 	}
 	if err := generic.InstallAPIGroup(&info); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", courier.GroupName, err)

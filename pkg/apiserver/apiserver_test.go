@@ -52,6 +52,17 @@ func (sources) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap,
 		Data: map[string]string{"k": "v"}}, nil
 }
 
+// SourceVersion: the two sources are at the versions above.
+func (sources) SourceVersion(_ context.Context, ns, kind, name string) (string, bool, error) {
+	switch {
+	case ns == "fleet-default" && kind == "Secret" && name == "s":
+		return "5", true, nil
+	case ns == "fleet-default" && kind == "ConfigMap" && name == "cm":
+		return "6", true, nil
+	}
+	return "", false, nil
+}
+
 // agents: agent-edge1 is the agent of fleet-default/edge1.
 type agents struct{}
 
@@ -132,6 +143,7 @@ func testServerWithReports(t testing.TB) (http.Handler, *reports) {
 		DownstreamCopies: store,
 		FieldCopies:      memstore.New[*courier.FieldCopy](),
 		Payloads:         PayloadConfig{Sources: sources{}, Agents: agentAuthz, UpstreamID: "up", Reports: rep},
+		Summaries:        SummaryConfig{Store: testSummaries(), Sources: sources{}},
 	}}
 	s, err := c.Complete().New()
 	if err != nil {

@@ -42,6 +42,7 @@ func TestAPIServiceAvailableAndDiscovery(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^downstreamcopies\s+dcp\s+courier.dev/v1alpha1\s+true\s+DownstreamCopy\s+get,list,watch\s+courier`),
 		regexp.MustCompile(`(?m)^fieldcopies\s+courier.dev/v1alpha1\s+true\s+FieldCopy\s+get,list,watch\s+courier`),
+		regexp.MustCompile(`(?m)^downstreamcopysummaries\s+dcs\s+courier.dev/v1alpha1\s+true\s+DownstreamCopySummary\s+get,list,watch\s+courier`),
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("kubectl api-resources does not match %s:\n%s", want, out)
@@ -136,6 +137,10 @@ func TestKubectlExplain(t *testing.T) {
 	out := kubectl(t, "explain", "downstreamcopies.status.phase")
 	if !strings.Contains(out, "Phase is where the copy stands") {
 		t.Errorf("kubectl explain shows no field description:\n%s", out)
+	}
+	out = kubectl(t, "explain", "downstreamcopysummaries.status")
+	if !strings.Contains(out, "readyClusters") || !strings.Contains(out, "ReadyClusters is how many of them have every copy Synced") {
+		t.Errorf("kubectl explain downstreamcopysummaries.status shows no field description:\n%s", out)
 	}
 	out = kubectl(t, "explain", "fieldcopies.spec.destinationPath")
 	if !strings.Contains(out, "DestinationPath is the path in the target") {

@@ -109,7 +109,8 @@ func TestAuthorization(t *testing.T) {
 
 // TestAggregatedViewRole binds a user to the built-in view ClusterRole in
 // one namespace: Courier's aggregated rules let them list downstreamcopies
-// there, and view still does not let them read Secrets.
+// and read downstreamcopysummaries there, and view still does not let them
+// read Secrets.
 func TestAggregatedViewRole(t *testing.T) {
 	w := newWorkspace(t, "ws-view", nil)
 	w.apply(selectAll("default"))
@@ -138,6 +139,13 @@ func TestAggregatedViewRole(t *testing.T) {
 			return false, err.Error()
 		}
 		return len(list.Items) == 1, fmt.Sprintf("%d rows", len(list.Items))
+	})
+	eventually(t, "viewer reads the HelmOp's downstreamcopysummary through the aggregated view role", func() (bool, string) {
+		s, err := viewer.CourierV1alpha1().DownstreamCopySummaries(w.ns).Get(ctx, "app", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.Status.Copies == 1, fmt.Sprintf("%+v", s.Status)
 	})
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -126,6 +126,10 @@ func TestTenThousandRows(t *testing.T) {
 		}
 		t.Logf("%d events carried all %d rows to the new source version", events, scaleRows)
 	})
+
+	t.Run("a summary of 1,000 rows that change at once changes a bounded number of times", func(t *testing.T) {
+		summaryBurst(t, w, "op0", scaleClusters)
+	})
 }
 
 // createClusters creates n labelled Clusters with no kubeconfig Secret,

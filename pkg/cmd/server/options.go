@@ -1,7 +1,8 @@
 // Package server holds courier-apiserver's command line: flags and
 // options, and the wiring from them to a running process: the informers,
 // the export rule, the downstream clients, the copy engine, the view
-// controller and the field copies (wiring.go); pull delivery's agent
+// controller and the field copies (wiring.go); the summaries of the rows
+// (summaries.go); pull delivery's agent
 // reports and payloads (agents.go); leader election, which switches the
 // writers on and off (leader.go); and the API server, which stops serving
 // only after the engine has stopped and the Lease is released (start.go).
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -30,6 +32,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
+	"github.com/courier-dev/courier/pkg/copysummary"
 	"github.com/courier-dev/courier/pkg/engine"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
 	"github.com/courier-dev/courier/pkg/leaderelect"
@@ -62,6 +65,9 @@ type Options struct {
 	UpstreamID string
 	// CopyWorkers is how many downstream clusters are reconciled at once.
 	CopyWorkers int
+	// SummaryWindow is the most often a downstreamcopysummary is
+	// recomputed (pkg/copysummary): once per window.
+	SummaryWindow time.Duration
 	// AgentNamespace is where ServiceAccounts are looked up downstream.
 	AgentNamespace string
 	// RequireServiceAccount refuses to copy for a HelmOp with no
@@ -101,6 +107,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		Logs:                     logs.NewOptions(),
 		AlternateDNS:             []string{"courier-api.courier-system.svc"},
 		CopyWorkers:              engine.DefaultWorkers,
+		SummaryWindow:            copysummary.DefaultWindow,
 		AgentNamespace:           fleetv1alpha1.SystemNamespace,
 		AgentReportNamespace:     "courier-system",
 		DenySensitiveExports:     true,
@@ -133,6 +140,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Never export a Secret that a Fleet Cluster names as its kubeconfig, nor Secrets of type kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 or fleet.cattle.io/*, whatever a HelmOp lists (their rows are Denied). Set to false only to export such a Secret on purpose; sources annotated courier.dev/export: \"false\" are never exported either way.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
+	courier.DurationVar(&o.SummaryWindow, "summary-window", o.SummaryWindow,
+		"Coalescing window of downstreamcopysummaries: a summary is recomputed at most once per window however many of its rows change, so its watchers see at most one event per window (plus the first of a burst).")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 	return fss
 }
@@ -165,6 +174,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
+	}
+	if o.SummaryWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--summary-window must be positive, got %s", o.SummaryWindow))
 	}
 	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())

@@ -87,6 +87,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sums, err := newSummaries(upstream, views.downstreamCopies, o)
+	if err != nil {
+		return err
+	}
 
 	cfg := &apiserver.Config{
 		GenericConfig: genericConfig,
@@ -94,6 +98,7 @@ func (o *Options) Run(ctx context.Context) error {
 			DownstreamCopies: views.downstreamCopies,
 			FieldCopies:      views.fieldCopies,
 			Payloads:         payloads,
+			Summaries:        sums.config(),
 		},
 	}
 	server, err := cfg.Complete().New()
@@ -110,6 +115,7 @@ func (o *Options) Run(ctx context.Context) error {
 	defer stopServing()
 	server.GenericAPIServer.AddPostStartHookOrDie("start-courier-views", func(hookCtx genericapiserver.PostStartHookContext) error {
 		views.start(hookCtx.Context)
+		go sums.run(hookCtx.Context)
 		go func() {
 			defer stopServing()
 			o.runControllers(klog.NewContext(ctx, klog.Background()), kube, views)
@@ -121,6 +127,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := server.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("courier-views-synced", func(*http.Request) error {
 		if !views.controller.Ready() {
 			return fmt.Errorf("informers have not synced yet")
+		}
+		if !sums.summarizer.HasSynced() {
+			return fmt.Errorf("downstreamcopysummaries have not been computed yet")
 		}
 		return fieldCopiesReady(views.fieldCopy)
 	})); err != nil {

@@ -433,4 +433,15 @@ func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	return o.DeepCopyObject().(T), true
 }
 
+// ResourceVersion returns the store's current resource version: that of
+// its last change. A change of several objects (Replace, Upsert, Delete)
+// is applied under one lock, so this never falls in the middle of one: a
+// watcher that has seen an event of this version has seen every change up
+// to a state the store really had (pkg/copysummary flushes only then).
+func (s *Store[T]) ResourceVersion() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }

@@ -1,0 +1,303 @@
+package copysummary
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/registry/memstore"
+)
+
+// DefaultWindow is the default coalescing window: a summary is recomputed
+// at most once per window however many of its rows change.
+const DefaultWindow = 250 * time.Millisecond
+
+// retryDelay is how long Run waits before watching the rows again after
+// the store refused a watch.
+const retryDelay = time.Second
+
+// Summarizer keeps a store of summaries in step with a store of rows.
+//
+// It follows the rows with a watch of its own on their store (a watch-list:
+// every row, then the initial-events-end bookmark, then each change) and
+// keeps them indexed by owner, as Rows holding no data. A row event marks
+// its owner dirty and costs nothing else; dirty owners are recomputed from
+// their own rows only (Compute), all at once, at most once per window: a
+// flush happens when an owner is dirty and at least a window has passed
+// since the last one. So a summary's watcher sees at most one event per
+// window, plus the first: a burst of row changes that lasts D is at most
+// 1 + ceil(D/window) summary events, whatever the number of rows (the
+// store sends no event for a recomputed summary that did not change).
+//
+// Nothing flushes until the initial events of a watch have all arrived, so a
+// summary never shows part of a relist; nor, once a flush falls due, until
+// the events seen reach the row store's current version, so a summary never
+// shows part of one change of several rows (an Upsert is atomic for its
+// readers, but its events reach a watcher one by one). A watch the row store closes (a
+// watcher that fell behind) is resumed from the last resource version seen;
+// when the store's history no longer reaches back to it, the Summarizer
+// lists again and forgets the rows the new list lacks.
+type Summarizer struct {
+	rows   *memstore.Store[*courier.DownstreamCopy]
+	out    *memstore.Store[*courier.DownstreamCopySummary]
+	window time.Duration
+	now    func() time.Time
+	synced atomic.Bool
+
+	// What the loop alone touches.
+	owners    map[memstore.Key]map[string]Row // summary key → row name → row
+	rowOwner  map[memstore.Key]memstore.Key   // row key → summary key
+	dirty     map[memstore.Key]struct{}
+	ready     map[memstore.Key]metav1.Condition // the Ready condition last written
+	lastFlush time.Time
+	// recomputed counts the owners recomputed, relists the watch-lists
+	// after the first, for tests.
+	recomputed, relists atomic.Int64
+}
+
+// Options configure a Summarizer.
+type Options struct {
+	// Window is the coalescing window; DefaultWindow when zero.
+	Window time.Duration
+	// Now is the clock of the conditions' lastTransitionTime; time.Now when nil.
+	Now func() time.Time
+}
+
+// New returns a Summarizer that writes into out the summaries of the rows
+// in rows. Nothing else should write into out.
+func New(rows *memstore.Store[*courier.DownstreamCopy], out *memstore.Store[*courier.DownstreamCopySummary], o Options) *Summarizer {
+	if o.Window <= 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Summarizer{
+		rows: rows, out: out, window: o.Window, now: o.Now,
+		owners:   map[memstore.Key]map[string]Row{},
+		rowOwner: map[memstore.Key]memstore.Key{},
+		dirty:    map[memstore.Key]struct{}{},
+		ready:    map[memstore.Key]metav1.Condition{},
+	}
+}
+
+// HasSynced reports whether the summaries have been computed from every
+// row once.
+func (s *Summarizer) HasSynced() bool { return s.synced.Load() }
+
+// Run follows the rows until ctx is done.
+func (s *Summarizer) Run(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	rv := "" // the last row resource version seen; "" to list
+	for ctx.Err() == nil {
+		w, err := s.watch(ctx, rv)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			log.V(2).Info("Row history too short to resume; listing the rows again", "resourceVersion", rv)
+			rv = ""
+			s.relists.Add(1)
+			continue
+		}
+		if err != nil {
+			log.Error(err, "Watching the rows")
+			select {
+			case <-ctx.Done():
+			case <-time.After(retryDelay):
+			}
+			continue
+		}
+		rv = s.follow(ctx, w, rv)
+		w.Stop()
+	}
+}
+
+// watch starts a watch of the rows: a watch-list when rv is "", the changes
+// after rv otherwise.
+func (s *Summarizer) watch(ctx context.Context, rv string) (watch.Interface, error) {
+	opts := &metainternalversion.ListOptions{ResourceVersion: rv}
+	if rv == "" {
+		yes := true
+		opts.SendInitialEvents, opts.AllowWatchBookmarks = &yes, true
+	}
+	return s.rows.Watch(ctx, "", nil, opts, func() *courier.DownstreamCopy { return &courier.DownstreamCopy{} })
+}
+
+// follow applies w's events and flushes dirty owners until w ends or ctx is
+// done, and returns the last resource version seen. A watch-list (rv "")
+// first collects every row and forgets the ones it did not see.
+func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) string {
+	var seen map[memstore.Key]struct{}
+	if rv == "" {
+		seen = map[memstore.Key]struct{}{}
+	}
+	var timer *time.Timer
+	var fire <-chan time.Time
+	var due time.Time // when a flush fell due; zero when none is
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return rv
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv
+			}
+			if ev.Type == watch.Error {
+				klog.FromContext(ctx).V(2).Info("Row watch ended with an error", "error", apierrors.FromObject(ev.Object))
+				return ""
+			}
+			rv = s.apply(ev, rv, &seen)
+		case <-fire:
+			fire, due = nil, time.Now()
+		}
+		if !due.IsZero() && s.flushable(rv, due) {
+			s.flush()
+			due = time.Time{}
+		}
+		if fire == nil && due.IsZero() && seen == nil && len(s.dirty) > 0 {
+			timer = time.NewTimer(max(0, s.lastFlush.Add(s.window).Sub(time.Now())))
+			fire = timer.C
+		}
+	}
+}
+
+// flushable says whether a flush that fell due may happen now: when the
+// last row event seen (rv) is of the row store's current version, so that
+// the summaries are computed from a state the rows really had, never from
+// part of one change of several rows. Under a stream of row writes that
+// never lets it catch up, it flushes anyway a window after it fell due.
+func (s *Summarizer) flushable(rv string, due time.Time) bool {
+	seen, err := strconv.ParseUint(rv, 10, 64)
+	return err != nil || seen >= s.rows.ResourceVersion() || time.Since(due) >= s.window
+}
+
+// apply records one row event and returns the resource version it carries.
+// While seen is set (a watch-list's initial events) it records the rows
+// seen; the initial-events-end bookmark then forgets the others and sets
+// seen to nil.
+func (s *Summarizer) apply(ev watch.Event, rv string, seen *map[memstore.Key]struct{}) string {
+	m, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return rv
+	}
+	if v := m.GetResourceVersion(); v != "" {
+		rv = v
+	}
+	switch ev.Type {
+	case watch.Bookmark:
+		if *seen != nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+			s.forgetUnseen(*seen)
+			*seen = nil
+			s.synced.Store(true)
+		}
+	case watch.Added, watch.Modified:
+		dc, ok := ev.Object.(*courier.DownstreamCopy)
+		if !ok {
+			return rv
+		}
+		k := memstore.KeyOf(dc)
+		if *seen != nil {
+			(*seen)[k] = struct{}{}
+		}
+		s.put(k, RowOf(dc))
+	case watch.Deleted:
+		s.remove(memstore.KeyOf(m))
+	}
+	return rv
+}
+
+// put indexes a row under its owner, and marks the owner dirty when what
+// the summary reads of the row changed.
+func (s *Summarizer) put(k memstore.Key, r Row) {
+	owner := KeyOf(r)
+	if old, ok := s.rowOwner[k]; ok && old != owner {
+		s.remove(k)
+	}
+	rows := s.owners[owner]
+	if rows == nil {
+		rows = map[string]Row{}
+		s.owners[owner] = rows
+	}
+	if cur, ok := rows[r.Name]; ok && cur == r {
+		return
+	}
+	rows[r.Name] = r
+	s.rowOwner[k] = owner
+	s.dirty[owner] = struct{}{}
+}
+
+// remove forgets a row and marks its owner dirty.
+func (s *Summarizer) remove(k memstore.Key) {
+	owner, ok := s.rowOwner[k]
+	if !ok {
+		return
+	}
+	delete(s.rowOwner, k)
+	if rows := s.owners[owner]; rows != nil {
+		delete(rows, k.Name)
+		if len(rows) == 0 {
+			delete(s.owners, owner)
+		}
+	}
+	s.dirty[owner] = struct{}{}
+}
+
+// forgetUnseen forgets every row a watch-list did not send.
+func (s *Summarizer) forgetUnseen(seen map[memstore.Key]struct{}) {
+	for k := range s.rowOwner {
+		if _, ok := seen[k]; !ok {
+			s.remove(k)
+		}
+	}
+}
+
+// flush recomputes every dirty owner from its rows and writes the results
+// at once: summaries of owners with rows upserted, the others deleted.
+func (s *Summarizer) flush() {
+	now := metav1.NewTime(s.now()).Rfc3339Copy()
+	var upserts []*courier.DownstreamCopySummary
+	var deletes []memstore.Key
+	rows := []Row{}
+	for key := range s.dirty {
+		s.recomputed.Add(1)
+		rows = rows[:0]
+		for _, r := range s.owners[key] {
+			rows = append(rows, r)
+		}
+		sum := Compute(rows)
+		if sum == nil {
+			deletes = append(deletes, key)
+			delete(s.ready, key)
+			continue
+		}
+		stampTransition(&sum.Status.Conditions[0], s.ready[key], now)
+		s.ready[key] = sum.Status.Conditions[0]
+		upserts = append(upserts, sum)
+	}
+	clear(s.dirty)
+	s.out.Upsert(upserts...)
+	s.out.Delete(deletes...)
+	s.lastFlush = time.Now()
+}
+
+// stampTransition keeps the previous lastTransitionTime of a condition
+// whose status did not change, and sets now otherwise.
+func stampTransition(c *metav1.Condition, prev metav1.Condition, now metav1.Time) {
+	if prev.Type == c.Type && prev.Status == c.Status {
+		c.LastTransitionTime = prev.LastTransitionTime
+		return
+	}
+	c.LastTransitionTime = now
+}
