@@ -173,6 +173,15 @@ func TestBundleOfHelmOp(t *testing.T) {
 	if !strings.Contains(out, "bundle:app") || !strings.Contains(out, " app ") {
 		t.Errorf("kubectl get dcp does not show both owners apart:\n%s", out)
 	}
+	// One summary per owner: the HelmOp's named like it, the Bundle's
+	// bundle:<name>; kubectl wait works on both.
+	for _, name := range []string{"app", "bundle:app"} {
+		kubectl(t, "wait", "--for=condition=Ready", "dcs/"+name, "-n", w.ns, "--timeout=60s")
+	}
+	dcs := kubectl(t, "get", "dcs", "-n", w.ns, "-o", "custom-columns=NAME:.metadata.name,KIND:.spec.owner.kind,OWNER:.spec.owner.name,REPO:.spec.gitRepo,COPIES:.status.copies", "--no-headers")
+	if got := strings.Join(strings.Fields(dcs), " "); got != "app HelmOp app <none> 1 bundle:app Bundle app repo 1" {
+		t.Errorf("kubectl get dcs:\n%s", dcs)
+	}
 
 	// Deleting the GitRepo's Bundle removes its copies, not the HelmOp's.
 	if err := fleetClient(t).FleetV1alpha1().Bundles(w.ns).Delete(context.Background(), "app", metav1.DeleteOptions{}); err != nil {
