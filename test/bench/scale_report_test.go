@@ -154,6 +154,11 @@ func (s *scaleRun) report() {
 		results.note("%s", s.shape)
 	}
 	for _, kind := range []string{kindAll, kindOne} {
+		if pairs := s.ready[kind]; len(pairs) > 0 {
+			results.note("%s", readyNote(n, kind, pairs))
+		}
+	}
+	for _, kind := range []string{kindAll, kindOne} {
 		for _, side := range sides {
 			st := s.stat(side, kind)
 			results.note("N=%d, %s, %s: %d measurements; time to the last copy of each %s; per-copy latency p50 %s, p99 %s (nearest rank over %d copies)",

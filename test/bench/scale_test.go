@@ -177,7 +177,8 @@ func testScale(t *testing.T, n int, last bool) {
 	waitIdle(t, pid, l.budget())
 	results.note("N=%d: %d Clusters with kubeconfig Secrets and 2 x %d sources created in %s; Courier idle again %s after the start",
 		n, n, sourcesPerOp, created.Round(100*time.Millisecond), time.Since(began).Round(time.Second))
-	s := &scaleRun{t: t, l: l, pid: pid, up: up, fc: fc, w: w, pools: map[string]*pool{}, stats: map[string]*roundStats{}}
+	s := &scaleRun{t: t, l: l, pid: pid, up: up, fc: fc, cc: fastCourier(t), w: w, pools: map[string]*pool{}, stats: map[string]*roundStats{},
+		ready: map[string][]readyPair{}}
 	for _, side := range baselines {
 		s.pools[side] = newPool(side, up, l.poolSources(), kubeconfigs, func(i int) string { return l.dest(side, 0, i) })
 	}
@@ -201,12 +202,16 @@ func createClusters(t *testing.T, ctx context.Context, up kubernetes.Interface, 
 
 // scaleRun is one N's state while it is measured.
 type scaleRun struct {
-	t     *testing.T
-	l     layout
-	pid   int
-	up    kubernetes.Interface
-	fc    versioned.Interface
-	w     *fleetsim.Watcher
+	t   *testing.T
+	l   layout
+	pid int
+	up  kubernetes.Interface
+	fc  versioned.Interface
+	cc  versioned.Interface // through the aggregator, for the summaries
+	w   *fleetsim.Watcher
+	// ready are, per kind, the rounds' times to the summary's Ready=True
+	// beside their times to the last copy (ready_test.go).
+	ready map[string][]readyPair
 	pools map[string]*pool // sidePlain, sideShape
 
 	create  map[string]*roundStats // side -> the new-HelmOp samples
@@ -556,9 +561,15 @@ func (s *scaleRun) measure(round int, st step) {
 		finishProfile := profileRound(t, profileName, round, st.rep, startCPUProfile)
 		span := s.beginSpan(win, quietFrom)
 		t0 := updateSources(t, s.up, l.workspace(), names, value)
+		rw := startReadyWait(s.cc, l.workspace(), helmOpName, t0, l.budget())
 		if lat, err = s.w.Wait(l.keys(dest, names, value), t0, l.budget()); err != nil {
 			t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
 		}
+		readyAfter, err := rw.result()
+		if err != nil {
+			t.Fatalf("courier, %s, round %d: %v\n%s", st.kind, round, err, rowsSummary(s.fc, l.workspace()))
+		}
+		s.ready[st.kind] = append(s.ready[st.kind], readyPair{ready: readyAfter, last: fleetsim.MaxDuration(lat)})
 		s.endSpan(span, st.side, st.kind)
 		waitIdle(t, s.pid, l.budget())
 		s.closeWindow(win, st.kind)
