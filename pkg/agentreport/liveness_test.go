@@ -266,3 +266,49 @@ func (l *Liveness) hasDigestOf(c types.NamespacedName) bool {
 	_, ok := l.newest[c]
 	return ok
 }
+
+// TestDigestWritesAt10000Agents measures the write rules at issue 27's
+// scale on one replica: 10,000 agents heartbeating every 30 s, everything
+// current, for five minutes of fake time. Report writes: none. Digest
+// writes per second and the largest digest are logged (docs/scale-out.md).
+func TestDigestWritesAt10000Agents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of CPU")
+	}
+	const agents, iv, span = 10000, 30 * time.Second, 5 * time.Minute
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	names := make([]types.NamespacedName, agents)
+	for i := range names {
+		names[i] = types.NamespacedName{Namespace: "fleet-default", Name: fmt.Sprintf("edge-%05d", i)}
+	}
+	start := f.clock.Now()
+	var warm int32
+	for elapsed := time.Duration(0); elapsed < span; elapsed += Tick {
+		// Agent i beats at i·iv/agents into each interval.
+		from, to := int64(elapsed%iv)*agents/int64(iv), int64((elapsed%iv)+Tick)*agents/int64(iv)
+		f.clock.SetTime(start.Add(elapsed))
+		for i := from; i < to && i < agents; i++ {
+			f.live.Heard(names[i], iv)
+		}
+		f.live.writeDue(ctx, false)
+		if elapsed == 2*iv {
+			warm = f.digestWrites.Load()
+		}
+	}
+	steady := f.digestWrites.Load() - warm
+	perSecond := float64(steady) / (span - 2*iv).Seconds()
+	biggest := 0
+	list, err := f.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		biggest = max(biggest, len(cm.Data[DigestKey]))
+	}
+	t.Logf("%d agents every %s, one replica: %d digest writes in %s after the first two intervals = %.2f/s; %d digests, the largest %d bytes; report writes %d",
+		agents, iv, steady, span-2*iv, perSecond, len(list.Items), biggest, f.writes.Load())
+	if perSecond > float64(DigestShards)/iv.Seconds()*1.5 || f.writes.Load() != 0 || biggest > 64*1024 {
+		t.Errorf("over the design's bound: %.2f writes/s (want about %d/%s), largest digest %d bytes", perSecond, DigestShards, iv, biggest)
+	}
+}
