@@ -287,14 +287,21 @@ func (l *Liveness) due(final bool) map[int]map[types.NamespacedName]heard {
 	for s := range shards {
 		out[s] = map[types.NamespacedName]heard{}
 	}
+	if len(out) == 0 {
+		return out
+	}
+	// Records are pruned as their digest is written: Pulled is a lookup
+	// per record, not for every record on every tick.
 	for c, h := range l.mine {
+		recs, ok := out[digestShard(c)]
+		if !ok {
+			continue
+		}
 		if now.Sub(h.at) > Retention || (l.o.Pulled != nil && !l.o.Pulled(c)) {
 			delete(l.mine, c)
 			continue
 		}
-		if recs, ok := out[digestShard(c)]; ok {
-			recs[c] = h
-		}
+		recs[c] = h
 	}
 	return out
 }
@@ -370,12 +377,41 @@ func fit(records map[types.NamespacedName]heard) {
 // behind). A live replica's digest is not deleted; a deletion that races
 // with its write fails on the resourceVersion.
 func (l *Liveness) cleanup(ctx context.Context) {
+	for shard, records := range l.pruned() {
+		if err := l.write(ctx, shard, records); err != nil {
+			klog.FromContext(ctx).Error(err, "Writing a liveness digest failed; retrying", "digest", DigestName(l.o.Identity, shard))
+		}
+	}
 	for name, rv := range l.stale() {
 		err := l.o.Client.ConfigMaps(l.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			klog.FromContext(ctx).Error(err, "Deleting the liveness digest of a replica that is gone failed", "digest", name)
 		}
 	}
+}
+
+// pruned drops this replica's records past Retention or of Clusters no
+// longer pulled, and returns the records of each digest that held one,
+// to be written without them (a digest of silent agents is never due).
+func (l *Liveness) pruned() map[int]map[types.NamespacedName]heard {
+	now := l.o.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int]map[types.NamespacedName]heard{}
+	for c, h := range l.mine {
+		if now.Sub(h.at) > Retention || (l.o.Pulled != nil && !l.o.Pulled(c)) {
+			delete(l.mine, c)
+			if _, ok := l.recordedLocked(digestShard(c), c); ok {
+				out[digestShard(c)] = map[types.NamespacedName]heard{}
+			}
+		}
+	}
+	for c, h := range l.mine {
+		if recs, ok := out[digestShard(c)]; ok {
+			recs[c] = h
+		}
+	}
+	return out
 }
 
 // stale returns the digests cleanup deletes, with their resourceVersions.

@@ -312,3 +312,27 @@ func TestDigestWritesAt10000Agents(t *testing.T) {
 		t.Errorf("over the design's bound: %.2f writes/s (want about %d/%s), largest digest %d bytes", perSecond, DigestShards, iv, biggest)
 	}
 }
+
+// TestCleanupPrunesOwnRecords: a record of a Cluster no longer pulled
+// leaves this replica's digest at the next cleanup, and the digest, left
+// empty, is deleted.
+func TestCleanupPrunesOwnRecords(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	pulled := true
+	f.live.o.Pulled = func(types.NamespacedName) bool { return pulled }
+	f.live.Heard(edge1, 2*time.Second)
+	f.live.writeDue(ctx, false)
+	name := DigestName("replica-a", digestShard(edge1))
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the first record was not written: %v", err)
+	}
+	pulled = false
+	f.live.cleanup(ctx)
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		t.Error("the digest of a Cluster no longer pulled stayed")
+	}
+	if _, _, ok := f.live.Last(edge1); ok {
+		t.Error("the record stayed in memory")
+	}
+}
