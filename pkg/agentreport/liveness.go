@@ -114,6 +114,7 @@ func NewLiveness(o LivenessOptions) (*Liveness, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
+	registerMetrics()
 	l := &Liveness{o: o, mine: map[types.NamespacedName]heard{}, digests: map[string]*digest{},
 		newest: map[types.NamespacedName]heard{}, written: map[int]time.Time{}}
 	_, err := o.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -326,6 +327,9 @@ func (l *Liveness) write(ctx context.Context, shard int, records map[types.Names
 	name := DigestName(l.o.Identity, shard)
 	if len(records) == 0 {
 		err := cms.Delete(ctx, name, metav1.DeleteOptions{})
+		if err == nil {
+			writesTotal.WithLabelValues("digest_delete").Inc()
+		}
 		if err == nil || apierrors.IsNotFound(err) {
 			l.replace(name, nil)
 			return nil
@@ -341,6 +345,7 @@ func (l *Liveness) write(ctx context.Context, shard int, records map[types.Names
 	if err != nil {
 		return err
 	}
+	writesTotal.WithLabelValues("digest").Inc()
 	l.put(got)
 	return nil
 }
@@ -384,6 +389,9 @@ func (l *Liveness) cleanup(ctx context.Context) {
 	}
 	for name, rv := range l.stale() {
 		err := l.o.Client.ConfigMaps(l.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		if err == nil {
+			writesTotal.WithLabelValues("digest_delete").Inc()
+		}
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			klog.FromContext(ctx).Error(err, "Deleting the liveness digest of a replica that is gone failed", "digest", name)
 		}

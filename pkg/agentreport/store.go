@@ -136,6 +136,7 @@ func New(o Options) (*Store, error) {
 	if s.liveness == nil {
 		return nil, errors.New("agentreport: a Store needs a Liveness")
 	}
+	registerMetrics()
 	if _, err := o.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: s.put,
 		UpdateFunc: func(old, obj any) {
@@ -337,6 +338,9 @@ func (s *Store) write(ctx context.Context, cluster types.NamespacedName, b *batc
 			_, err = cms.Create(ctx, next, metav1.CreateOptions{FieldManager: "courier"})
 		} else {
 			_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: "courier"})
+		}
+		if err == nil {
+			writesTotal.WithLabelValues("report").Inc()
 		}
 		return err
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +43,21 @@ func TestPullLiveness(t *testing.T) {
 	t.Run("heartbeats write no report and a bounded number of digests", func(t *testing.T) {
 		time.Sleep(2 * interval) // the first reports' writes land
 		const window = 20 * time.Second
+		before := statusWrites(t)
 		reports, digests, last := countWrites(ctx, t, cluster, window)
+		after := statusWrites(t)
 		// One replica rewrites the digest holding edge when its record
 		// is two intervals old: every 4 s, 5 in 20 s, 7 with the edges of
 		// the window.
 		const bound = int(window/(2*interval)) + 2
 		t.Logf("in %s with a %s agent and everything current: %d writes of the report, %d of the digest holding the Cluster (bound %d)",
 			window, interval, reports, digests, bound)
+		// Courier's own count agrees (other tests' Clusters are gone or
+		// silent: their records never fall due).
+		t.Logf("courier_agent_status_writes_total in the window: report %g, digest %g", after["report"]-before["report"], after["digest"]-before["digest"])
+		if after["report"] != before["report"] || after["digest"]-before["digest"] < float64(digests) {
+			t.Errorf("courier_agent_status_writes_total: before %v, after %v; the watch saw %d report and %d digest writes", before, after, reports, digests)
+		}
 		if reports != 0 {
 			t.Errorf("%d writes of the report ConfigMap with nothing changing, want 0", reports)
 		}
@@ -169,4 +179,21 @@ func reportHeartbeat(ctx context.Context, t *testing.T, cluster types.Namespaced
 		t.Fatalf("the report's heartbeat %q: %v", cm.Data[agentreport.HeartbeatKey], err)
 	}
 	return hb
+}
+
+var statusWritesLine = regexp.MustCompile(`(?m)^courier_agent_status_writes_total\{object="([a-z_]+)"\} (\S+)$`)
+
+// statusWrites reads courier_agent_status_writes_total by object from the
+// suite's Courier.
+func statusWrites(t *testing.T) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, m := range statusWritesLine.FindAllStringSubmatch(scrape(t), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", m[0], err)
+		}
+		out[m[1]] = v
+	}
+	return out
 }
