@@ -5,9 +5,11 @@
 //
 // A report holds status fields only -- phase, message, the source
 // resourceVersion the copy was made from, when it was last synced -- and
-// the agent's heartbeat: when it was last heard and its report interval.
-// It never holds data: the status subresource takes nothing else from the
-// agent's request.
+// the agent's heartbeat as of the report's last write: when it was heard
+// and its report interval. It never holds data: the status subresource
+// takes nothing else from the agent's request. A report is written only
+// when a row's status changes (Store.Record); heartbeats in between are
+// kept apart, in each replica's memory and digests (Liveness, digest.go).
 //
 // The report object of Cluster <ns>/<name> is the ConfigMap
 // courier-agent-report.<ns>.<name> (a namespace name has no dots, so the

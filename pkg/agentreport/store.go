@@ -2,7 +2,8 @@ package agentreport
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,8 @@ type Options struct {
 	// before it is written, so that an agent's burst of row reports costs
 	// one write (see Record).
 	Linger time.Duration
+	// Liveness keeps the heartbeats apart from the reports (required).
+	Liveness *Liveness
 }
 
 // DefaultLinger gathers an agent's burst of reports (it may send every
@@ -67,6 +70,7 @@ type Store struct {
 	onChange  func(types.NamespacedName)
 	clock     clock.PassiveClock
 	linger    time.Duration
+	liveness  *Liveness
 
 	mu sync.RWMutex
 	// reports are the parsed reports by Cluster; byName maps a ConfigMap's
@@ -121,6 +125,7 @@ func New(o Options) (*Store, error) {
 		onChange:  o.OnChange,
 		clock:     o.Clock,
 		linger:    o.Linger,
+		liveness:  o.Liveness,
 		reports:   map[types.NamespacedName]*Report{},
 		byName:    map[string]types.NamespacedName{},
 		queues:    map[types.NamespacedName]*queue{},
@@ -128,6 +133,10 @@ func New(o Options) (*Store, error) {
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
+	if s.liveness == nil {
+		return nil, errors.New("agentreport: a Store needs a Liveness")
+	}
+	registerMetrics()
 	if _, err := o.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: s.put,
 		UpdateFunc: func(old, obj any) {
@@ -144,16 +153,29 @@ func New(o Options) (*Store, error) {
 	return s, nil
 }
 
-// HasSynced reports whether the reports have been read once.
-func (s *Store) HasSynced() bool { return s.informer.HasSynced() }
+// HasSynced reports whether the reports (and the liveness digests) have
+// been read once.
+func (s *Store) HasSynced() bool {
+	return s.informer.HasSynced() && s.liveness.HasSynced()
+}
 
-// Report returns the last report of a Cluster's agent. The report is
-// shared and must not be modified.
+// Report returns the last report of a Cluster's agent, with the newest
+// heartbeat any replica heard (Liveness) when it is newer than the one the
+// report was written with. The report is shared and must not be
+// modified.
 func (s *Store) Report(cluster types.NamespacedName) (*Report, bool) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	r, ok := s.reports[cluster]
-	return r, ok
+	s.mu.RUnlock()
+	at, interval, heard := s.liveness.Last(cluster)
+	if !heard || (ok && !at.After(r.Heartbeat.LastHeard.Time)) {
+		return r, ok
+	}
+	out := &Report{Cluster: cluster, Heartbeat: Heartbeat{LastHeard: metav1.NewMicroTime(at), Interval: metav1.Duration{Duration: interval}}}
+	if ok {
+		out.Rows = r.Rows
+	}
+	return out, true
 }
 
 // Clusters returns the Clusters that have a report.
@@ -222,14 +244,19 @@ func (s *Store) notify(c types.NamespacedName) {
 // heartbeat that every report is, and returns once it is written upstream
 // (or found current there), or ctx is done.
 //
-// Reports for one Cluster are coalesced: while a write for the Cluster is
-// in flight (or lingering, see Options.Linger), every Record for it joins
-// the next write, so an agent that sends all its rows at once costs one or
-// two writes, not one per row. A write re-reads the object and tries again
-// when it lost a race with another replica's write (409 Conflict). A
-// report that changes nothing, with a heartbeat less than half an interval
-// old upstream, writes nothing.
+// The heartbeat goes to Liveness, in memory: it never writes the report.
+// The report is written only when the row's status changed (sameStatus):
+// a report that repeats the status upstream returns at once. Changes for
+// one Cluster are coalesced: while a write for the Cluster is in flight
+// (or lingering, see Options.Linger), every Record for it joins the next
+// write, so an agent that sends all its rows at once costs one or two
+// writes, not one per row. A write re-reads the object and tries again
+// when it lost a race with another replica's write (409 Conflict).
 func (s *Store) Record(ctx context.Context, cluster types.NamespacedName, row string, e Entry, interval time.Duration) error {
+	s.liveness.Heard(cluster, interval)
+	if s.current(cluster, row, e) {
+		return nil
+	}
 	s.wmu.Lock()
 	q := s.queues[cluster]
 	if q == nil {
@@ -312,6 +339,9 @@ func (s *Store) write(ctx context.Context, cluster types.NamespacedName, b *batc
 		} else {
 			_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: "courier"})
 		}
+		if err == nil {
+			writesTotal.WithLabelValues("report").Inc()
+		}
 		return err
 	})
 }
@@ -337,10 +367,10 @@ func (s *Store) merge(cur *corev1.ConfigMap, cluster types.NamespacedName, b *ba
 	}
 	changed := cur == nil
 	for row, e := range b.rows {
-		if prev, ok := r.Rows[row]; !ok || !sameEntry(prev, e) {
+		if prev, ok := r.Rows[row]; !ok || !sameStatus(prev, e) {
 			changed = true
+			r.Rows[row] = e
 		}
-		r.Rows[row] = e
 	}
 	if s.rows != nil {
 		for row := range r.Rows {
@@ -350,14 +380,11 @@ func (s *Store) merge(cur *corev1.ConfigMap, cluster types.NamespacedName, b *ba
 			}
 		}
 	}
-	hb := r.Heartbeat
-	if changed || hb.LastHeard.IsZero() || hb.Interval.Duration != b.interval || b.heard.Sub(hb.LastHeard.Time) >= b.interval/2 {
-		r.Heartbeat = Heartbeat{LastHeard: metav1.NewMicroTime(b.heard), Interval: metav1.Duration{Duration: b.interval}}
-		changed = true
-	}
 	if !changed {
 		return nil, false, nil
 	}
+	// A status write carries the heartbeat at no extra cost.
+	r.Heartbeat = Heartbeat{LastHeard: metav1.NewMicroTime(b.heard), Interval: metav1.Duration{Duration: b.interval}}
 	data, err := encode(r)
 	if err != nil {
 		return nil, false, err
@@ -369,12 +396,45 @@ func (s *Store) merge(cur *corev1.ConfigMap, cluster types.NamespacedName, b *ba
 	return next, true, nil
 }
 
-// sameEntry compares entries as they are stored: a time read back from
-// JSON differs from the one written in precision and location.
-func sameEntry(a, b Entry) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && string(x) == string(y)
+// LastSyncTimeStep is how far a row's reported lastSyncTime must move
+// forward, with phase, message and syncedResourceVersion unchanged, to be
+// written. The engine keeps lastSyncTime while a copy stays current, so
+// only a restarted agent (which confirms its copies current anew) moves
+// it alone: a restart is worth one write, a crash-looping agent not one
+// per restart.
+const LastSyncTimeStep = 10 * time.Minute
+
+// sameStatus reports whether a reported entry e says nothing new over the
+// stored prev: the same phase, message (prev may be e's cut to fit, see
+// encode) and syncedResourceVersion, and a lastSyncTime less than
+// LastSyncTimeStep later (or earlier: a clock set back).
+func sameStatus(prev, e Entry) bool {
+	if prev.Phase != e.Phase || prev.SyncedResourceVersion != e.SyncedResourceVersion {
+		return false
+	}
+	cut := strings.HasSuffix(prev.Message, "...") && len(prev.Message) < len(e.Message) && truncate(e.Message, len(prev.Message)) == prev.Message
+	if prev.Message != e.Message && !cut {
+		return false
+	}
+	switch {
+	case prev.LastSyncTime == nil || e.LastSyncTime == nil:
+		return prev.LastSyncTime == nil && e.LastSyncTime == nil
+	default:
+		return e.LastSyncTime.Sub(prev.LastSyncTime.Time) < LastSyncTimeStep
+	}
+}
+
+// current reports whether the report upstream (as the informer has it)
+// already holds what e says of row.
+func (s *Store) current(cluster types.NamespacedName, row string, e Entry) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.reports[cluster]
+	if !ok {
+		return false
+	}
+	prev, ok := r.Rows[row]
+	return ok && sameStatus(prev, e)
 }
 
 // Delete removes a Cluster's report object, if there is one: its Cluster

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,10 +52,14 @@ type fixture struct {
 	t       *testing.T
 	client  *fake.Clientset
 	store   *Store
+	live    *Liveness
 	clock   *clocktesting.FakeClock
 	changed chan types.NamespacedName
-	writes  atomic.Int32
-	rv      atomic.Int32
+	// writes count the accepted writes of report objects, digestWrites
+	// those of liveness digests.
+	writes       atomic.Int32
+	digestWrites atomic.Int32
+	rv           atomic.Int32
 }
 
 func newFixture(t *testing.T, rows Rows, objs ...runtime.Object) *fixture {
@@ -68,28 +73,49 @@ func newFixture(t *testing.T, rows Rows, objs ...runtime.Object) *fixture {
 			obj := a.(interface{ GetObject() runtime.Object }).GetObject().(*corev1.ConfigMap)
 			// Nor does it check them: a write from a stale read is a 409,
 			// as from a kube-apiserver.
+			// An update without one is unconditional, as for ConfigMaps
+			// on a kube-apiserver.
 			if a.GetVerb() == "update" {
 				cur, err := f.client.Tracker().Get(a.GetResource(), ns, obj.Name)
-				if err == nil && cur.(*corev1.ConfigMap).ResourceVersion != obj.ResourceVersion {
+				if err != nil {
+					return false, nil, nil // 404 from the tracker, not a write
+				}
+				if obj.ResourceVersion != "" && cur.(*corev1.ConfigMap).ResourceVersion != obj.ResourceVersion {
 					return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), obj.Name, fmt.Errorf("the object has been modified"))
 				}
 			}
-			f.writes.Add(1) // accepted writes
+			if strings.HasPrefix(obj.Name, livenessPrefix) {
+				f.digestWrites.Add(1)
+			} else {
+				f.writes.Add(1) // accepted writes
+			}
 			obj.ResourceVersion = fmt.Sprint(f.rv.Add(1))
 		}
 		return false, nil, nil
 	})
-	inf := NewInformer(f.client, ns, 0)
-	s, err := New(Options{Namespace: ns, Client: f.client.CoreV1(), Informer: inf, Rows: rows, Clock: f.clock,
-		OnChange: func(c types.NamespacedName) { f.changed <- c }})
+	inf, linf := NewInformer(f.client, ns, 0), NewLivenessInformer(f.client, ns, 0)
+	onChange := func(c types.NamespacedName) {
+		select {
+		case f.changed <- c:
+		default:
+		}
+	}
+	live, err := NewLiveness(LivenessOptions{Namespace: ns, Identity: "replica-a", Client: f.client.CoreV1(), Informer: linf,
+		Clock: f.clock, OnChange: onChange})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.store = s
+	s, err := New(Options{Namespace: ns, Client: f.client.CoreV1(), Informer: inf, Rows: rows, Clock: f.clock,
+		OnChange: onChange, Liveness: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.store, f.live = s, live
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go inf.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	go linf.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced, linf.HasSynced) {
 		t.Fatal("informer did not sync")
 	}
 	return f
@@ -150,30 +176,6 @@ func TestRecordWritesOneObjectPerCluster(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("OnChange was not called")
-	}
-}
-
-func TestHeartbeatWritesAtMostEveryHalfInterval(t *testing.T) {
-	f := newFixture(t, nil)
-	f.record("app.edge1.secret.db", courier.CopyPhaseSynced, 30*time.Second)
-	f.waitReport("first report", func(r *Report) bool { return len(r.Rows) == 1 })
-	if n := f.writes.Load(); n != 1 {
-		t.Fatalf("%d writes for the first report", n)
-	}
-	f.clock.Step(10 * time.Second)
-	f.record("app.edge1.secret.db", courier.CopyPhaseSynced, 30*time.Second)
-	if n := f.writes.Load(); n != 1 {
-		t.Errorf("an unchanged report 10s later wrote (%d writes)", n)
-	}
-	f.clock.Step(5 * time.Second)
-	f.record("app.edge1.secret.db", courier.CopyPhaseSynced, 30*time.Second)
-	if n := f.writes.Load(); n != 2 {
-		t.Errorf("a heartbeat half an interval later: %d writes, want 2", n)
-	}
-	f.waitReport("the new heartbeat", func(r *Report) bool { return r.Heartbeat.LastHeard.Time.Equal(f.clock.Now()) })
-	f.record("app.edge1.secret.db", courier.CopyPhaseConflict, 30*time.Second)
-	if n := f.writes.Load(); n != 3 {
-		t.Errorf("a changed phase: %d writes, want 3", n)
 	}
 }
 
@@ -267,8 +269,10 @@ func TestDeletedObjectForgetsReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		_, ok := f.store.Report(edge1)
-		return !ok, nil
+		// The heartbeat stays in Liveness (until its Cluster is no
+		// longer pulled); the rows go with the object.
+		r, ok := f.store.Report(edge1)
+		return !ok || len(r.Rows) == 0, nil
 	})
 	if err != nil {
 		t.Error("the report stayed after its object was deleted")

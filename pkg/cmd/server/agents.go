@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -48,14 +49,16 @@ func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID 
 // the reports are bounded by the pulled Clusters.
 func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, namespace string) error {
 	v.reportInformer = agentreport.NewInformer(kube, namespace, informerResync)
-	// Reports are written with a client of their own, so that heartbeats
-	// (about one write per pulled Cluster and report interval: 33/s for
-	// 1,000 agents at 30s) never wait behind source reads in Courier's
-	// 50/s budget, nor hold them up.
+	// Reports and digests are written with a client of their own, so that
+	// they never wait behind source reads in Courier's 50/s budget, nor
+	// hold them up.
 	rc := rest.CopyConfig(config)
 	rc.QPS, rc.Burst = reportQPS, reportBurst
 	writer, err := kubernetes.NewForConfig(rc)
 	if err != nil {
+		return err
+	}
+	if err := v.newLiveness(writer, kube, namespace); err != nil {
 		return err
 	}
 	v.reports, err = agentreport.New(agentreport.Options{
@@ -65,6 +68,7 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 		Rows:      agentauth.StoreRows{Store: v.downstreamCopies},
 		OnChange:  v.relay.ReportChanged,
 		Linger:    agentreport.DefaultLinger,
+		Liveness:  v.liveness,
 	})
 	if err != nil {
 		return err
@@ -85,6 +89,32 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 			if c, ok := obj.(*fleetv1alpha1.Cluster); ok {
 				v.forgetReport(types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
 			}
+		},
+	})
+	return err
+}
+
+// newLiveness sets up this replica's part of the agents' liveness: its
+// memory of heartbeats, written to its digests, and the informer of every
+// replica's digests. A Cluster that is not pulled (any more) keeps no
+// record.
+func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string) error {
+	host, _ := os.Hostname()
+	clusters := v.fleetInformers.Fleet().V1alpha1().Clusters()
+	v.livenessInformer = agentreport.NewLivenessInformer(kube, namespace, informerResync)
+	var err error
+	v.liveness, err = agentreport.NewLiveness(agentreport.LivenessOptions{
+		Namespace: namespace,
+		Identity:  agentreport.NewIdentity(host),
+		Client:    writer.CoreV1(),
+		Informer:  v.livenessInformer,
+		OnChange:  v.relay.ReportChanged,
+		Pulled: func(c types.NamespacedName) bool {
+			if !clusters.Informer().HasSynced() {
+				return true // not known yet
+			}
+			cl, err := clusters.Lister().Clusters(c.Namespace).Get(c.Name)
+			return err == nil && cl.Annotations[courier.AnnotationAgentUser] != ""
 		},
 	})
 	return err

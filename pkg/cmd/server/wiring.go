@@ -85,6 +85,10 @@ type views struct {
 	// reports keeps the agents' reports, read through reportInformer.
 	reports        *agentreport.Store
 	reportInformer cache.SharedIndexInformer
+	// liveness keeps the agents' heartbeats apart from their reports,
+	// read through livenessInformer (agents.go).
+	liveness         *agentreport.Liveness
+	livenessInformer cache.SharedIndexInformer
 	// readBundles is true when the upstream serves Bundles (bundles.go).
 	readBundles bool
 }
@@ -293,6 +297,8 @@ func (v *views) start(ctx context.Context) {
 	v.fleetInformers.Start(ctx.Done())
 	v.metadataInformers.Start(ctx.Done())
 	go v.reportInformer.Run(ctx.Done())
+	go v.livenessInformer.Run(ctx.Done())
+	go v.liveness.Run(klog.NewContext(ctx, klog.Background().WithName("agent-liveness")))
 	go v.sweepReports(klog.NewContext(ctx, klog.Background().WithName("agent-reports")))
 	startFieldCopies(ctx, v.fieldCopy)
 	go v.controller.Run(klog.NewContext(ctx, klog.Background().WithName("downstreamcopies")))
@@ -310,6 +316,7 @@ func (v *views) setLeading(leading bool) {
 
 // stop releases what the engine used, after it has stopped.
 func (v *views) stop() {
+	v.liveness.Flush()
 	v.downstream.Stop()
 	v.events.Shutdown()
 }

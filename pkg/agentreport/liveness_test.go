@@ -1,0 +1,338 @@
+package agentreport
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+)
+
+const row = "app.edge1.secret.db"
+
+// recordEntry records e for row of edge1.
+func (f *fixture) recordEntry(e Entry, interval time.Duration) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.store.Record(ctx, edge1, row, e, interval); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitEntry waits until the informer's report holds e for row.
+func (f *fixture) waitEntry(e Entry) {
+	f.t.Helper()
+	f.waitReport("the reported entry", func(r *Report) bool { return sameStatus(r.Rows[row], e) && sameStatus(e, r.Rows[row]) })
+}
+
+func at(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+// TestReportWrittenOnlyOnChange: the report object is written when a
+// row's status changes, never for a heartbeat, and lastSyncTime alone
+// only when it moves LastSyncTimeStep forward.
+func TestReportWrittenOnlyOnChange(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	synced := Entry{Phase: courier.CopyPhaseSynced, Message: "m", SyncedResourceVersion: "7", LastSyncTime: at(t0)}
+	with := func(f func(*Entry)) Entry { e := synced; f(&e); return e }
+	cases := []struct {
+		name  string
+		next  Entry
+		step  time.Duration // clock step before each of the reports
+		count int           // how many reports of next
+		write int32         // report writes they cost
+	}{
+		{"heartbeats with the same status", synced, 2 * time.Second, 30, 0},
+		{"heartbeats over ten intervals of 30s", synced, 30 * time.Second, 10, 0},
+		{"a changed phase, reported over and over", with(func(e *Entry) { e.Phase = courier.CopyPhaseConflict }), time.Second, 10, 1},
+		{"a changed message", with(func(e *Entry) { e.Message = "other" }), time.Second, 5, 1},
+		{"a new syncedResourceVersion", with(func(e *Entry) { e.SyncedResourceVersion = "8" }), time.Second, 5, 1},
+		{"lastSyncTime a minute later (a restarted agent)", with(func(e *Entry) { e.LastSyncTime = at(t0.Add(time.Minute)) }), time.Second, 5, 0},
+		{"lastSyncTime a step later", with(func(e *Entry) { e.LastSyncTime = at(t0.Add(LastSyncTimeStep)) }), time.Second, 5, 1},
+		{"lastSyncTime earlier", with(func(e *Entry) { e.LastSyncTime = at(t0.Add(-time.Hour)) }), time.Second, 5, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.recordEntry(synced, 2*time.Second)
+			f.waitEntry(synced)
+			f.writes.Store(0)
+			for range tc.count {
+				f.clock.Step(tc.step)
+				f.recordEntry(tc.next, 2*time.Second)
+				if tc.write > 0 {
+					f.waitEntry(tc.next)
+				}
+			}
+			if n := f.writes.Load(); n != tc.write {
+				t.Errorf("%d reports: %d writes of the report object, want %d", tc.count, n, tc.write)
+			}
+			if tc.write == 0 && f.digestWrites.Load() != 0 {
+				t.Errorf("Record wrote a digest itself")
+			}
+		})
+	}
+}
+
+// TestDigestWrites: a replica's digest is written only as often as
+// readers need (a record RefreshIntervals old), however many heartbeats
+// come, and at most once per MinDigestPeriod.
+func TestDigestWrites(t *testing.T) {
+	cases := []struct {
+		name     string
+		interval time.Duration
+		clusters int
+		beats    int // heartbeats per Cluster, one per interval
+		max      int32
+	}{
+		// The first write, then one per two intervals: 20s at 2s.
+		{"one agent at 2s for 20s", 2 * time.Second, 1, 10, 6},
+		{"one agent at 30s for 10 minutes", 30 * time.Second, 1, 20, 11},
+		// Many Clusters still cost at most one write per digest (16 of
+		// them) and interval, not one per heartbeat: 16 × (20 + 1).
+		{"50 agents at 30s for 10 minutes", 30 * time.Second, 50, 20, DigestShards * 21},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			ctx := context.Background()
+			// The agents' heartbeats are spread over the interval, each
+			// agent at its own phase.
+			step := tc.interval / time.Duration(tc.clusters)
+			for range tc.beats {
+				for i := range tc.clusters {
+					f.clock.Step(step)
+					f.live.Heard(types.NamespacedName{Namespace: "ws", Name: fmt.Sprintf("edge%d", i)}, tc.interval)
+					for range int(step / Tick) {
+						f.live.writeDue(ctx, false)
+					}
+					f.live.writeDue(ctx, false)
+				}
+			}
+			n := f.digestWrites.Load()
+			if n > tc.max || n == 0 {
+				t.Errorf("%d heartbeats: %d digest writes, want 1..%d", tc.beats*tc.clusters, n, tc.max)
+			}
+			t.Logf("%d heartbeats of %d agents at %s: %d digest writes", tc.beats*tc.clusters, tc.clusters, tc.interval, n)
+			if f.writes.Load() != 0 {
+				t.Errorf("heartbeats wrote %d report objects", f.writes.Load())
+			}
+		})
+	}
+}
+
+// foreignDigest is another replica's digest holding one record of edge1.
+func foreignDigest(replica string, heardAt time.Time, interval time.Duration) *corev1.ConfigMap {
+	return newDigest(ns, replica, digestShard(edge1), map[types.NamespacedName]heard{edge1: {at: heardAt, interval: interval}})
+}
+
+// TestUnreachableDeadline: a Cluster turns Unreachable (its report's deadline
+// passes) three intervals after the newest record any replica has, its
+// own memory or another replica's digest; after a restart the digests
+// keep it reachable.
+func TestUnreachableDeadline(t *testing.T) {
+	const iv = 2 * time.Second
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name    string
+		digest  time.Duration // another replica heard it this long ago (0: none)
+		heard   time.Duration // this replica heard it this long ago (0: never)
+		overdue bool
+	}{
+		{"heard here 1s ago", 0, time.Second, false},
+		{"heard here three intervals ago", 0, 3 * iv, true},
+		{"heard here long ago, by another replica 1s ago", time.Second, 10 * iv, false},
+		{"only another replica's digest, 5s ago (a restarted replica)", 5 * time.Second, 0, false},
+		{"only another replica's digest, 6s ago", 6 * time.Second, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			f.clock.SetTime(now.Add(-time.Minute))
+			f.recordEntry(Entry{Phase: courier.CopyPhaseSynced}, iv) // written a minute ago
+			f.waitReport("the report", func(r *Report) bool { return len(r.Rows) == 1 })
+			if tc.heard > 0 {
+				f.clock.SetTime(now.Add(-tc.heard))
+				f.live.Heard(edge1, iv)
+			}
+			f.clock.SetTime(now)
+			f.digestWrites.Store(0)
+			if tc.digest > 0 {
+				if _, err := f.client.CoreV1().ConfigMaps(ns).Create(context.Background(), foreignDigest("replica-b", now.Add(-tc.digest), iv), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the digest", func() bool { return f.live.hasDigestOf(edge1) })
+			}
+			r, _ := f.store.Report(edge1)
+			if overdue := !now.Before(r.Deadline()); overdue != tc.overdue {
+				t.Errorf("deadline %s at %s: overdue %v, want %v", r.Deadline(), now, overdue, tc.overdue)
+			}
+		})
+	}
+}
+
+// TestRestartWritesNoDigestAtOnce: a new replica that reads a fresh
+// record of a Cluster in another's digest does not write its own until
+// that record is RefreshIntervals old, and a final flush writes what it
+// heard.
+func TestRestartWritesNoDigestAtOnce(t *testing.T) {
+	const iv = 30 * time.Second
+	f := newFixture(t, nil)
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Create(context.Background(), foreignDigest("replica-old", f.clock.Now(), iv), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the digest", func() bool { return f.live.hasDigestOf(edge1) })
+	f.digestWrites.Store(0)
+	f.clock.Step(iv)
+	f.live.Heard(edge1, iv)
+	f.live.writeDue(context.Background(), false)
+	if n := f.digestWrites.Load(); n != 0 {
+		t.Errorf("%d digest writes for a Cluster another digest has", n)
+	}
+	f.live.Flush()
+	if n := f.digestWrites.Load(); n != 1 {
+		t.Errorf("the final flush: %d digest writes, want 1", n)
+	}
+	cm, err := f.client.CoreV1().ConfigMaps(ns).Get(context.Background(), DigestName("replica-a", digestShard(edge1)), metav1.GetOptions{})
+	if err != nil || !strings.HasPrefix(cm.Data[DigestKey], "ws/edge1 ") || cm.Annotations[AnnotationReplica] != "replica-a" {
+		t.Fatalf("the digest: %v %v", cm, err)
+	}
+	if got := decodeDigest(cm.Data[DigestKey])[edge1]; !got.at.Equal(f.clock.Now()) || got.interval != iv {
+		t.Errorf("record %+v, want heard now every %s", got, iv)
+	}
+}
+
+// TestCleanup: another replica's digest is deleted once none of its
+// records matters any more (superseded by more than three intervals);
+// while one does, it stays.
+func TestCleanup(t *testing.T) {
+	const iv = 2 * time.Second
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Create(ctx, foreignDigest("replica-gone", f.clock.Now(), iv), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the digest", func() bool { return f.live.hasDigestOf(edge1) })
+	f.clock.Step(2 * iv)
+	f.live.Heard(edge1, iv)
+	f.live.cleanup(ctx)
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Get(ctx, DigestName("replica-gone", digestShard(edge1)), metav1.GetOptions{}); err != nil {
+		t.Errorf("a digest whose record is two intervals behind was deleted: %v", err)
+	}
+	f.clock.Step(2 * iv)
+	f.live.Heard(edge1, iv)
+	f.live.cleanup(ctx)
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Get(ctx, DigestName("replica-gone", digestShard(edge1)), metav1.GetOptions{}); err == nil {
+		t.Error("a digest four intervals behind was kept")
+	}
+}
+
+func TestDigestRoundTrip(t *testing.T) {
+	in := map[types.NamespacedName]heard{
+		edge1: {at: time.UnixMilli(1764500000123), interval: 1500 * time.Millisecond},
+		{Namespace: "fleet-default", Name: "c-" + strings.Repeat("x", 60)}: {at: time.UnixMilli(1764500000000), interval: time.Hour},
+	}
+	s := encodeDigest(in) + "bad line\nws/x 1 1\n/y 1 2000\n"
+	out := decodeDigest(s)
+	if len(out) != 2 || out[edge1] != in[edge1] {
+		t.Errorf("decoded %v from %q", out, s)
+	}
+	if id := NewIdentity("Courier_API.7f9c"); !strings.HasPrefix(id, "courier-api-7f9c-") || len(id) != len("courier-api-7f9c-")+8 {
+		t.Errorf("identity %q", id)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return ok(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s", what)
+	}
+}
+
+// hasDigestOf reports whether some digest holds a record of c.
+func (l *Liveness) hasDigestOf(c types.NamespacedName) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.newest[c]
+	return ok
+}
+
+// TestDigestWritesAt10000Agents measures the write rules at issue 27's
+// scale on one replica: 10,000 agents heartbeating every 30 s, everything
+// current, for five minutes of fake time. Report writes: none. Digest
+// writes per second and the largest digest are logged (docs/scale-out.md).
+func TestDigestWritesAt10000Agents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a few seconds of CPU")
+	}
+	const agents, iv, span = 10000, 30 * time.Second, 5 * time.Minute
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	names := make([]types.NamespacedName, agents)
+	for i := range names {
+		names[i] = types.NamespacedName{Namespace: "fleet-default", Name: fmt.Sprintf("edge-%05d", i)}
+	}
+	start := f.clock.Now()
+	var warm int32
+	for elapsed := time.Duration(0); elapsed < span; elapsed += Tick {
+		// Agent i beats at i·iv/agents into each interval.
+		from, to := int64(elapsed%iv)*agents/int64(iv), int64((elapsed%iv)+Tick)*agents/int64(iv)
+		f.clock.SetTime(start.Add(elapsed))
+		for i := from; i < to && i < agents; i++ {
+			f.live.Heard(names[i], iv)
+		}
+		f.live.writeDue(ctx, false)
+		if elapsed == 2*iv {
+			warm = f.digestWrites.Load()
+		}
+	}
+	steady := f.digestWrites.Load() - warm
+	perSecond := float64(steady) / (span - 2*iv).Seconds()
+	biggest := 0
+	list, err := f.client.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		biggest = max(biggest, len(cm.Data[DigestKey]))
+	}
+	t.Logf("%d agents every %s, one replica: %d digest writes in %s after the first two intervals = %.2f/s; %d digests, the largest %d bytes; report writes %d",
+		agents, iv, steady, span-2*iv, perSecond, len(list.Items), biggest, f.writes.Load())
+	if perSecond > float64(DigestShards)/iv.Seconds()*1.5 || f.writes.Load() != 0 || biggest > 64*1024 {
+		t.Errorf("over the design's bound: %.2f writes/s (want about %d/%s), largest digest %d bytes", perSecond, DigestShards, iv, biggest)
+	}
+}
+
+// TestCleanupPrunesOwnRecords: a record of a Cluster no longer pulled
+// leaves this replica's digest at the next cleanup, and the digest, left
+// empty, is deleted.
+func TestCleanupPrunesOwnRecords(t *testing.T) {
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	pulled := true
+	f.live.o.Pulled = func(types.NamespacedName) bool { return pulled }
+	f.live.Heard(edge1, 2*time.Second)
+	f.live.writeDue(ctx, false)
+	name := DigestName("replica-a", digestShard(edge1))
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the first record was not written: %v", err)
+	}
+	pulled = false
+	f.live.cleanup(ctx)
+	if _, err := f.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		t.Error("the digest of a Cluster no longer pulled stayed")
+	}
+	if _, _, ok := f.live.Last(edge1); ok {
+		t.Error("the record stayed in memory")
+	}
+}
