@@ -15,6 +15,8 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 # (a tag cannot hold the "+" of a version).
 IMAGE_REGISTRY ?= ghcr.io/courier-dev
 IMAGE_TAG ?= $(subst +,_,$(VERSION))
+# Where make image writes the archives.
+IMAGE_DIR ?= $(CURDIR)/_output/images
 # Unit tests: every package but the suites that need real servers.
 UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/...
 E2E_TIMEOUT ?= 45m
@@ -38,7 +40,7 @@ build:
 ## digests from the same commit; no Docker, no registry (hack/image, its own
 ## module; docs/install.md says how to import or push them).
 image:
-	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(CURDIR)/_output/images -bin-dir $(CURDIR)/_output/bin \
+	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(IMAGE_DIR) -bin-dir $(CURDIR)/_output/bin \
 		-version '$(VERSION)' -ldflags '$(LDFLAGS)' -registry '$(IMAGE_REGISTRY)' -tag '$(IMAGE_TAG)'
 
 ## tools: build kube-apiserver, kube-controller-manager, kubectl and etcd from
@@ -119,9 +121,12 @@ test-node:
 	@if [ "$$(id -u)" != 0 ]; then \
 		echo "make test-node must run as root: it installs packages with apt, starts containerd and a kubelet, mounts file systems and makes cgroups and network namespaces. Without root, run \`make test\` alone." >&2; \
 		exit 1; fi
-	cni=$$(hack/install-node-deps.sh) && $(MAKE) image && kubelet=$$(hack/build-kubelet.sh) && tools=$$(hack/build-tools.sh) && \
+	cni=$$(hack/install-node-deps.sh) && $(MAKE) image && \
+	$(MAKE) image IMAGE_TAG=$(IMAGE_TAG)-upgrade IMAGE_DIR=$(CURDIR)/_output/images-upgrade && \
+	kubelet=$$(hack/build-kubelet.sh) && tools=$$(hack/build-tools.sh) && helm=$$(hack/build-helm.sh) && \
 	COURIER_NODE=1 COURIER_NODE_CNI_BIN=$$cni COURIER_IMAGES_DIR=$(CURDIR)/_output/images \
-		COURIER_KUBELET_BIN=$$kubelet COURIER_TOOLS_BIN=$$tools \
+		COURIER_UPGRADE_IMAGES_DIR=$(CURDIR)/_output/images-upgrade \
+		COURIER_KUBELET_BIN=$$kubelet COURIER_TOOLS_BIN=$$tools COURIER_HELM_BIN=$$helm \
 		$(GO) test -count=1 -timeout $(NODE_TIMEOUT) -v ./test/node/
 
 ## fuzz: every Go fuzz target for FUZZTIME each (default 10m; e.g.

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/test/localenv"
 )
@@ -21,61 +20,14 @@ import (
 // nodeName is the kubelet's node.
 const nodeName = "node-1"
 
-// apiserverInNode is where processes in the node's namespace reach the
-// kube-apiserver: the suite forwards it to the real one on the machine's
-// 127.0.0.1 (its serving certificate names 127.0.0.1).
-const apiserverInNode = "127.0.0.1:6443"
-
-// TestKubeletNodeReady starts a kube-apiserver (test/localenv, upstream
-// only) and a kubelet v1.35 (hack/build-kubelet.sh) on the suite's
-// containerd, in the node's network namespace, and waits for its Node to
-// register and turn Ready. It needs COURIER_KUBELET_BIN (the directory
-// hack/build-kubelet.sh prints).
-func TestKubeletNodeReady(t *testing.T) {
-	kubeletBin := os.Getenv("COURIER_KUBELET_BIN")
-	if kubeletBin == "" {
-		t.Skip("COURIER_KUBELET_BIN is not set (hack/build-kubelet.sh prints it)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+// testNodeReady waits for the kubelet's Node to register and turn Ready.
+func testNodeReady(t *testing.T, c *nodeCluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tools, err := localenv.ToolsBin(ctx, env.repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lenv, err := localenv.Start(ctx, localenv.Options{
-		Dir: filepath.Join(env.workDir, "clusters"), BinDir: tools, Downstreams: -1,
-		ReadyTimeout: 3 * time.Minute, Log: t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lenv.Stop()
-	up := lenv.Upstream
-
-	l, err := env.netns.listen(apiserverInNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd := forward(l, strings.TrimPrefix(up.URL, "https://"))
-	defer fwd.close()
-
-	dir := filepath.Join(env.workDir, "kubelet-"+nodeName)
-	k, err := startKubelet(ctx, lenv, filepath.Join(kubeletBin, "kubelet"), dir)
-	if k != nil {
-		defer k.stop(t)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cs, err := kubernetes.NewForConfig(up.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	began := time.Now()
 	var last string
 	for {
-		node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		node, err := c.cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err == nil {
 			last = nodeConditions(node)
 			if ready(node) {
@@ -88,10 +40,10 @@ func TestKubeletNodeReady(t *testing.T) {
 			last = err.Error()
 		}
 		select {
-		case <-k.exited:
-			t.Fatalf("the kubelet exited; its log:\n%s", tail(k.log, 60))
+		case <-c.kubelet.exited:
+			t.Fatalf("the kubelet exited; its log:\n%s", tail(c.kubelet.log, 60))
 		case <-ctx.Done():
-			t.Fatalf("node %s not Ready: %s; the kubelet's log:\n%s", nodeName, last, tail(k.log, 60))
+			t.Fatalf("node %s not Ready: %s; the kubelet's log:\n%s", nodeName, last, tail(c.kubelet.log, 60))
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -252,18 +204,18 @@ func startKubelet(ctx context.Context, lenv *localenv.Env, bin, dir string) (*ku
 }
 
 // stop stops the kubelet: SIGTERM, then SIGKILL after 20 s.
-func (k *kubelet) stop(t *testing.T) {
+func (k *kubelet) stop() {
 	_ = k.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-k.exited:
 	case <-time.After(20 * time.Second):
-		t.Log("the kubelet did not stop within 20s of SIGTERM: killing it")
+		fmt.Fprintln(os.Stderr, "node: the kubelet did not stop within 20s of SIGTERM: killing it")
 		_ = k.cmd.Process.Kill()
 		<-k.exited
 	}
 	if !k.hadVarLib {
 		if err := os.RemoveAll(varLibKubelet); err != nil {
-			t.Error(err)
+			fmt.Fprintln(os.Stderr, "node: clean-up:", err)
 		}
 	}
 }

@@ -49,6 +49,25 @@ var env struct {
 	// images maps each component (courier-apiserver, courier-agent) to its
 	// archive from `make image`.
 	images map[string]string
+	// upgradeImages: the same for the second `make image` with another
+	// IMAGE_TAG (COURIER_UPGRADE_IMAGES_DIR), for the upgrade step.
+	upgradeImages map[string]string
+
+	// stops are what tests started that stopEnv must stop first when a
+	// signal ends the run before their own clean-up (onStop).
+	mu    sync.Mutex
+	stops []func()
+}
+
+// onStop runs stop once: at the end of t, or from stopEnv when a signal
+// ends the run first.
+func onStop(t *testing.T, stop func()) {
+	var once sync.Once
+	f := func() { once.Do(stop) }
+	env.mu.Lock()
+	env.stops = append(env.stops, f)
+	env.mu.Unlock()
+	t.Cleanup(f)
 }
 
 // suiteTimeout bounds the whole run, below `make test-node`'s go test
@@ -111,6 +130,12 @@ func startEnv(ctx context.Context) error {
 		}
 		env.images[c] = p
 	}
+	env.upgradeImages = map[string]string{}
+	if dir := os.Getenv("COURIER_UPGRADE_IMAGES_DIR"); dir != "" {
+		for _, c := range []string{"courier-apiserver", "courier-agent"} {
+			env.upgradeImages[c] = filepath.Join(dir, c+".oci.tar")
+		}
+	}
 	cni := os.Getenv("COURIER_NODE_CNI_BIN")
 	if cni == "" {
 		cni = "/usr/lib/cni"
@@ -133,7 +158,11 @@ func startEnv(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, archive := range []string{pause, env.images["courier-apiserver"], env.images["courier-agent"]} {
+	archives := []string{pause, env.images["courier-apiserver"], env.images["courier-agent"]}
+	if a := env.upgradeImages["courier-apiserver"]; a != "" {
+		archives = append(archives, a)
+	}
+	for _, archive := range archives {
 		ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		out, err := env.ctrd.ctr(ictx, "images", "import", archive)
 		cancel()
@@ -148,6 +177,12 @@ func startEnv(ctx context.Context) error {
 
 // stopEnv stops containerd and removes what the suite made.
 func stopEnv() {
+	env.mu.Lock()
+	stops := env.stops
+	env.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
 	if env.ctrd != nil {
 		if err := env.ctrd.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "node: clean-up:", err)
