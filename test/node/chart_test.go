@@ -94,7 +94,7 @@ func (c *nodeCluster) imageArgs(t *testing.T, archive string) []string {
 // APIService Available and one Lease holder among the Pods.
 func (c *nodeCluster) waitCourier(t *testing.T, replicas int) {
 	t.Helper()
-	c.kubectl(t, c.up, "-n", courierNS, "rollout", "status", "deployment/courier", "--timeout=5m")
+	c.kubectl(t, c.up, "-n", courierNS, "rollout", "status", "deployment/courier", "--timeout=3m")
 	pods := runningPods(t, c, courierNS, "app=courier")
 	if len(pods) != replicas {
 		t.Fatalf("%d Courier Pods running and Ready, want %d", len(pods), replicas)

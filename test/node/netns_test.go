@@ -28,6 +28,8 @@ const (
 	nodeCIDR = nodeIP + "/24"
 	hostIP   = "198.18.0.1"
 	podCIDR  = "198.18.1.0/24"
+	// downPodCIDR is the Pod range of the downstream cluster's kubelet.
+	downPodCIDR = "198.18.2.0/24"
 	// suiteRange is everything the node may send to over its veth.
 	suiteRange = "198.18.0.0/15"
 )
@@ -92,11 +94,11 @@ func (n *nodeNetns) exec(ctx context.Context, args ...string) error {
 	return ip(ctx, append([]string{"netns", "exec", n.name}, args...)...)
 }
 
-// dnat makes connections from Pods to vip:vport (a Service's ClusterIP)
-// go to to (host:port) inside the namespace: the one Service rule
-// kube-proxy would program for it.
-func (n *nodeNetns) dnat(ctx context.Context, vip, vport, to string) error {
-	return n.exec(ctx, "iptables", "-w", "-t", "nat", "-A", "PREROUTING", "-d", vip+"/32", "-p", "tcp",
+// dnat makes connections from Pods in from (a CIDR) to vip:vport (a
+// Service's ClusterIP) go to to (host:port) inside the namespace: the one
+// Service rule kube-proxy would program for it.
+func (n *nodeNetns) dnat(ctx context.Context, from, vip, vport, to string) error {
+	return n.exec(ctx, "iptables", "-w", "-t", "nat", "-A", "PREROUTING", "-s", from, "-d", vip+"/32", "-p", "tcp",
 		"--dport", vport, "-j", "DNAT", "--to-destination", to)
 }
 
