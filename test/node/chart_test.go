@@ -94,12 +94,16 @@ func (c *nodeCluster) imageArgs(t *testing.T, archive string) []string {
 // APIService Available and one Lease holder among the Pods.
 func (c *nodeCluster) waitCourier(t *testing.T, replicas int) {
 	t.Helper()
-	c.kubectl(t, c.up, "-n", courierNS, "rollout", "status", "deployment/courier", "--timeout=3m")
+	if _, err := c.lenv.Kubectl(context.Background(), c.up, "-n", courierNS, "rollout", "status", "deployment/courier", "--timeout=3m"); err != nil {
+		t.Fatalf("Courier's rollout: %v\n%s", err, c.diagnose(courierNS))
+	}
 	pods := runningPods(t, c, courierNS, "app=courier")
 	if len(pods) != replicas {
 		t.Fatalf("%d Courier Pods running and Ready, want %d", len(pods), replicas)
 	}
-	c.kubectl(t, c.up, "wait", "--for=condition=Available", "apiservice/v1alpha1.courier.dev", "--timeout=2m")
+	if _, err := c.lenv.Kubectl(context.Background(), c.up, "wait", "--for=condition=Available", "apiservice/v1alpha1.courier.dev", "--timeout=2m"); err != nil {
+		t.Fatalf("the APIService: %v\n%s", err, c.diagnose(courierNS))
+	}
 	holder := c.leader(t)
 	found := false
 	for _, p := range pods {
@@ -210,4 +214,28 @@ func (c *nodeCluster) lenvRows() string {
 		return err.Error()
 	}
 	return out
+}
+
+// diagnose is what a user would look at when Courier does not come up:
+// its Pods, their last log lines and the APIService's conditions.
+func (c *nodeCluster) diagnose(ns string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"-n", ns, "get", "pods", "-o", "wide"},
+		{"-n", ns, "logs", "-l", "app=courier", "--tail=15", "--prefix"},
+		{"get", "apiservice", "v1alpha1.courier.dev", "-o", "jsonpath={.status.conditions}"},
+	} {
+		out, err := c.lenv.Kubectl(ctx, c.up, args...)
+		fmt.Fprintf(&b, "$ kubectl %s\n%s%v\n", strings.Join(args, " "), out, errOrEmpty(err))
+	}
+	return b.String()
+}
+
+func errOrEmpty(err error) any {
+	if err == nil {
+		return ""
+	}
+	return err
 }
