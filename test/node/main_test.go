@@ -2,12 +2,14 @@
 // (issue 24, DESIGN §8a): its own containerd (Debian's 1.6, installed by
 // hack/install-node-deps.sh) with root, state and socket under a temporary
 // work directory, a pause image built here, and the images `make image`
-// wrote imported with `ctr images import`, never pulled. So far it checks
-// the images themselves (each binary runs under containerd and prints its
+// wrote imported with `ctr images import`, never pulled. It checks the
+// images themselves (each binary runs under containerd and prints its
 // version, as the image's non-root user; the arm64 image holds an aarch64
-// binary; `make image` twice gives the same digests) and that a kubelet
-// v1.35 on that containerd registers a Ready Node with a kube-apiserver
-// of test/localenv (COURIER_KUBELET_BIN, from hack/build-kubelet.sh).
+// binary; `make image` twice gives the same digests), then TestNode runs
+// kubelets v1.35 (COURIER_KUBELET_BIN, from hack/build-kubelet.sh) for
+// test/localenv's upstream and a pulled downstream cluster, and installs,
+// upgrades and uninstalls both charts with helm (COURIER_HELM_BIN) as
+// docs/install.md and docs/pull.md say.
 //
 // It needs root and changes the machine (containerd, mounts, cgroups), so
 // it runs only with COURIER_NODE=1 (`make test-node`). `make test` runs
@@ -17,13 +19,16 @@
 // Everything it makes lives in its work directory (COURIER_NODE_KEEP=1
 // keeps it), except the node's network namespace courier-node-<suffix>
 // (`ip netns`; containerd runs in it, with loopback and a veth pair, one end
-// holding 198.18.0.2, nothing connected to the machine's network),
+// holding 198.18.0.2, the other 198.18.0.1 in the machine's namespace, which
+// routes only the Pods' range through it; netns_test.go),
 // what containerd 1.6 puts in /run/containerd whatever its config says
 // (shim sockets, runc state; removed when empty) and the cgroup
 // /courier-node-<suffix> its containers run in; all removed at the end.
-// Every container gets its own network namespace with nothing but
-// loopback; the only listener is the CRI plugin's stream server, on the
-// node namespace's 127.0.0.1.
+// Containers run with ctr get a network namespace with nothing but
+// loopback; Pods get the node's bridge. Nothing listens on the machine's
+// own interfaces: the CRI stream servers and kubelets listen on the node
+// namespace's 127.0.0.1, the suite's forwarders (to the kube-apiservers on
+// the machine's 127.0.0.1) there and on 198.18.0.2.
 package node
 
 import (
