@@ -15,6 +15,8 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 # (a tag cannot hold the "+" of a version).
 IMAGE_REGISTRY ?= ghcr.io/courier-dev
 IMAGE_TAG ?= $(subst +,_,$(VERSION))
+# Where make image writes the archives.
+IMAGE_DIR ?= $(CURDIR)/_output/images
 # Unit tests: every package but the suites that need real servers.
 UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/...
 E2E_TIMEOUT ?= 45m
@@ -38,7 +40,7 @@ build:
 ## digests from the same commit; no Docker, no registry (hack/image, its own
 ## module; docs/install.md says how to import or push them).
 image:
-	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(CURDIR)/_output/images -bin-dir $(CURDIR)/_output/bin \
+	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(IMAGE_DIR) -bin-dir $(CURDIR)/_output/bin \
 		-version '$(VERSION)' -ldflags '$(LDFLAGS)' -registry '$(IMAGE_REGISTRY)' -tag '$(IMAGE_TAG)'
 
 ## tools: build kube-apiserver, kube-controller-manager, kubectl and etcd from
@@ -104,24 +106,29 @@ chaos: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_CHAOS=1 \
 		$(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -v ./test/chaos/ -run TestChaos
 
-## test-node: (root) Courier's images on a real container runtime and a
-## real kubelet (issue 24, DESIGN §8a): installs Debian's containerd, runc,
-## CNI plugins, iproute2 and iptables with apt (hack/install-node-deps.sh),
-## builds the images (make image), a kubelet v1.35 (hack/build-kubelet.sh,
-## cached; ~10 min the first time) and the tools, then runs test/node: its
-## own containerd in a network namespace of its own, a pause image built
-## here, both images imported with ctr and run as their non-root user, the
-## arm64 binaries checked, `make image` twice from a clone of HEAD
-## compared, and a kubelet registering a Ready Node with a kube-apiserver.
-## About 6 min on 2 cores once built. Gated by COURIER_NODE=1, so `go test
-## ./test/...` (make test) compiles the package and skips it at once.
+## test-node: (root) Courier's images on a real container runtime and
+## real kubelets, both charts installed with helm (issue 24, DESIGN §8a):
+## installs Debian's containerd, runc, CNI plugins, iproute2 and iptables
+## with apt (hack/install-node-deps.sh), builds the images twice (make image,
+## then IMAGE_TAG-upgrade into _output/images-upgrade for the upgrade
+## step), a kubelet v1.35 (hack/build-kubelet.sh, cached; ~10 min the first
+## time), the tools with kube-scheduler, and helm, then runs test/node: the
+## images on containerd as their non-root user, arm64 checked, `make image`
+## twice from a clone of HEAD compared; then kubelets for the upstream and a
+## pulled cluster, helm install / upgrade under reads / leader deleted /
+## the agent chart / helm uninstall. About 4.5 min on 2 cores once built.
+## Gated by COURIER_NODE=1, so `go test ./test/...` (make test) compiles the
+## package and skips it at once.
 test-node:
 	@if [ "$$(id -u)" != 0 ]; then \
 		echo "make test-node must run as root: it installs packages with apt, starts containerd and a kubelet, mounts file systems and makes cgroups and network namespaces. Without root, run \`make test\` alone." >&2; \
 		exit 1; fi
-	cni=$$(hack/install-node-deps.sh) && $(MAKE) image && kubelet=$$(hack/build-kubelet.sh) && tools=$$(hack/build-tools.sh) && \
+	cni=$$(hack/install-node-deps.sh) && $(MAKE) image && \
+	$(MAKE) image IMAGE_TAG=$(IMAGE_TAG)-upgrade IMAGE_DIR=$(CURDIR)/_output/images-upgrade && \
+	kubelet=$$(hack/build-kubelet.sh) && tools=$$(hack/build-tools.sh) && helm=$$(hack/build-helm.sh) && \
 	COURIER_NODE=1 COURIER_NODE_CNI_BIN=$$cni COURIER_IMAGES_DIR=$(CURDIR)/_output/images \
-		COURIER_KUBELET_BIN=$$kubelet COURIER_TOOLS_BIN=$$tools \
+		COURIER_UPGRADE_IMAGES_DIR=$(CURDIR)/_output/images-upgrade \
+		COURIER_KUBELET_BIN=$$kubelet COURIER_TOOLS_BIN=$$tools COURIER_HELM_BIN=$$helm \
 		$(GO) test -count=1 -timeout $(NODE_TIMEOUT) -v ./test/node/
 
 ## fuzz: every Go fuzz target for FUZZTIME each (default 10m; e.g.

@@ -7,7 +7,8 @@
 #   hack/build-tools.sh            build what is missing, print the bin dir
 #   COURIER_TOOLS_DIR=... overrides the cache location.
 #
-# Built: kube-apiserver, kube-controller-manager, kubectl (k8s.io/kubernetes
+# Built: kube-apiserver, kube-controller-manager, kube-scheduler (the node
+# suite's, so that Pods are scheduled as for users), kubectl (k8s.io/kubernetes
 # v1.37.2, module hack/tools/kube) and etcd (v3.6.16, module hack/tools/etcd).
 # The first build takes about 15-20 minutes on 2 cores.
 set -euo pipefail
@@ -26,7 +27,7 @@ source "$root/hack/lib/kube-ldflags.sh"
 kube_ldflags=$(kube_ldflags "$KUBE_VERSION")
 
 missing=()
-for b in kube-apiserver kube-controller-manager kubectl; do
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   [ -x "$bindir/$b" ] || missing+=("k8s.io/kubernetes/cmd/$b")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -73,6 +73,11 @@ type Options struct {
 	// for benchmarks that profile them. Off by default, as profiling
 	// handlers are not something tests should depend on.
 	Profiling bool
+	// APIServerArgs are more kube-apiserver flags for every cluster, after
+	// the defaults (a repeated flag takes the last value). The node suite
+	// sets --enable-aggregator-routing=true, which the other suites must
+	// not: it refuses their ExternalName Services.
+	APIServerArgs []string
 }
 
 // Env is a running set of clusters. Stop it when done.
@@ -429,7 +434,7 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 	}
 
 	c.apiserverArgs = func(port int) []string {
-		return []string{
+		return append([]string{
 			"--etcd-servers=" + e.etcdURL,
 			"--etcd-prefix=/registry-" + name,
 			"--bind-address=127.0.0.1",
@@ -457,7 +462,7 @@ func (e *Env) newCluster(name string) (*Cluster, error) {
 			"--audit-policy-file=" + filepath.Join(e.opts.Dir, "audit-policy.yaml"),
 			"--audit-log-path=" + c.AuditLog,
 			"--profiling=" + strconv.FormatBool(e.opts.Profiling),
-		}
+		}, e.opts.APIServerArgs...)
 	}
 	c.apiserver = e.newProcess("kube-apiserver-"+name, "kube-apiserver", nil)
 	c.kcm = e.newProcess("kube-controller-manager-"+name, "kube-controller-manager", []string{

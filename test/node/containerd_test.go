@@ -42,6 +42,11 @@ type containerd struct {
 // configTOML is containerd 1.6's version 2 config: everything under the
 // work directory, nothing listening but its unix sockets (the CRI stream
 // server on loopback only), cgroupfs, overlayfs, the local pause image.
+// restrict_oom_score_adj: the kubelet asks for oom_score_adj -998 for
+// sandboxes, which needs CAP_SYS_RESOURCE, and this machine (itself a
+// container) does not give it: runc fails with "failed to update
+// /proc/self/oom_score_adj: Permission denied". With it containerd never
+// sets a score below its own.
 func (c *containerd) configTOML() string {
 	d := c.dir
 	return fmt.Sprintf(`version = 2
@@ -62,6 +67,7 @@ state = %[2]q
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

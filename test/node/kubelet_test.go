@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/test/localenv"
@@ -21,57 +22,15 @@ import (
 // nodeName is the kubelet's node.
 const nodeName = "node-1"
 
-// apiserverInNode is where processes in the node's namespace reach the
-// kube-apiserver: the suite forwards it to the real one on the machine's
-// 127.0.0.1 (its serving certificate names 127.0.0.1).
-const apiserverInNode = "127.0.0.1:6443"
+// testNodeReady waits for both kubelets' Nodes to register and turn Ready.
+func testNodeReady(t *testing.T, c *nodeCluster) {
+	waitNodeReady(t, c.cs, nodeName, c.kubelet)
+	waitNodeReady(t, c.edgeCS, downNodeName, c.downKubelet)
+}
 
-// TestKubeletNodeReady starts a kube-apiserver (test/localenv, upstream
-// only) and a kubelet v1.35 (hack/build-kubelet.sh) on the suite's
-// containerd, in the node's network namespace, and waits for its Node to
-// register and turn Ready. It needs COURIER_KUBELET_BIN (the directory
-// hack/build-kubelet.sh prints).
-func TestKubeletNodeReady(t *testing.T) {
-	kubeletBin := os.Getenv("COURIER_KUBELET_BIN")
-	if kubeletBin == "" {
-		t.Skip("COURIER_KUBELET_BIN is not set (hack/build-kubelet.sh prints it)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+func waitNodeReady(t *testing.T, cs kubernetes.Interface, nodeName string, k *kubelet) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tools, err := localenv.ToolsBin(ctx, env.repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lenv, err := localenv.Start(ctx, localenv.Options{
-		Dir: filepath.Join(env.workDir, "clusters"), BinDir: tools, Downstreams: -1,
-		ReadyTimeout: 3 * time.Minute, Log: t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lenv.Stop()
-	up := lenv.Upstream
-
-	l, err := env.netns.listen(apiserverInNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd := forward(l, strings.TrimPrefix(up.URL, "https://"))
-	defer fwd.close()
-
-	dir := filepath.Join(env.workDir, "kubelet-"+nodeName)
-	k, err := startKubelet(ctx, lenv, filepath.Join(kubeletBin, "kubelet"), dir)
-	if k != nil {
-		defer k.stop(t)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	cs, err := kubernetes.NewForConfig(up.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	began := time.Now()
 	var last string
 	for {
@@ -127,11 +86,27 @@ type kubelet struct {
 
 const varLibKubelet = "/var/lib/kubelet"
 
+// nodeSpec is one kubelet of the suite. Both share the node's network
+// namespace (and its address), each with its own containerd (a kubelet
+// kills the Pods it does not know of, so two cannot share one), its own
+// bridge and Pod range, its own ports and cgroup.
+type nodeSpec struct {
+	name    string
+	cluster *localenv.Cluster
+	ctrd    *containerd
+	// apiserver is where the kubelet reaches its cluster, on the node
+	// namespace's loopback (the suite forwards it).
+	apiserver string
+	port      int // the kubelet's; its healthz port is port-2
+	bridge    string
+	podCIDR   string
+}
+
 // kubeletConfig is the KubeletConfiguration: cgroup v1 allowed, cgroupfs,
-// the suite's containerd, cgroups under the suite's own, every port on the
+// the node's containerd, cgroups under the suite's own, every port on the
 // node namespace's loopback, everything under dir, eviction thresholds
 // low enough that a busy build machine's disk does not taint the node.
-func kubeletConfig(dir string) string {
+func kubeletConfig(dir string, n nodeSpec) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -139,10 +114,10 @@ cgroupDriver: cgroupfs
 cgroupRoot: %[1]q
 containerRuntimeEndpoint: unix://%[2]s
 address: 127.0.0.1
-port: 10250
+port: %[5]d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: 10248
+healthzPort: %[6]d
 authentication:
   anonymous:
     enabled: false
@@ -162,46 +137,46 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, env.ctrd.cgroupParent, env.ctrd.sock, filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "pod-logs"))
+`, n.ctrd.cgroupParent, n.ctrd.sock, filepath.Join(dir, "resolv.conf"), filepath.Join(dir, "pod-logs"), n.port, n.port-2)
 }
 
-// cniConfig is the node's Pod network: a bridge inside the node's
-// namespace, Pod addresses from 198.18.1.0/24, IPAM state under the work
+// cniConfig is a kubelet's Pod network: a bridge inside the node's
+// namespace, Pod addresses from its range, IPAM state under the work
 // directory.
-func cniConfig() string {
+func cniConfig(n nodeSpec) string {
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "courier-node",
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "cni0",
+      "bridge": %[1]q,
       "isGateway": true,
       "ipMasq": false,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "198.18.1.0/24"}]],
+        "ranges": [[{"subnet": %[2]q}]],
         "routes": [{"dst": "0.0.0.0/0"}],
-        "dataDir": %q
+        "dataDir": %[3]q
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, filepath.Join(env.workDir, "cni-ipam"))
+`, n.bridge, n.podCIDR, filepath.Join(env.workDir, "cni-ipam-"+n.name))
 }
 
 // startKubelet writes the kubelet's kubeconfig (a client certificate for
-// system:node:<nodeName> in system:nodes, pointed at apiserverInNode),
-// its configuration and the CNI configuration, makes its cgroup root, and
+// system:node:<name> in system:nodes, pointed at n.apiserver), its
+// configuration and the CNI configuration, makes its cgroup root, and
 // starts it in the node's namespace.
-func startKubelet(ctx context.Context, lenv *localenv.Env, bin, dir string) (*kubelet, error) {
+func startKubelet(lenv *localenv.Env, bin, dir string, n nodeSpec) (*kubelet, error) {
 	for _, d := range []string{"root", "certs", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	path, _, err := lenv.UserKubeconfig(lenv.Upstream, "system:node:"+nodeName, "system:nodes")
+	path, _, err := lenv.UserKubeconfig(n.cluster, "system:node:"+n.name, "system:nodes")
 	if err != nil {
 		return nil, err
 	}
@@ -209,20 +184,20 @@ func startKubelet(ctx context.Context, lenv *localenv.Env, bin, dir string) (*ku
 	if err != nil {
 		return nil, err
 	}
-	kc = []byte(strings.ReplaceAll(string(kc), lenv.Upstream.URL, "https://"+apiserverInNode))
+	kc = []byte(strings.ReplaceAll(string(kc), n.cluster.URL, "https://"+n.apiserver))
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	files := map[string]string{
 		kubeconfig:                        string(kc),
-		filepath.Join(dir, "config.yaml"): kubeletConfig(dir),
+		filepath.Join(dir, "config.yaml"): kubeletConfig(dir, n),
 		filepath.Join(dir, "resolv.conf"): "nameserver 127.0.0.1\n",
-		filepath.Join(env.ctrd.dir, "cni", "net.d", "10-courier.conflist"): cniConfig(),
+		filepath.Join(n.ctrd.dir, "cni", "net.d", "10-courier.conflist"): cniConfig(n),
 	}
 	for p, content := range files {
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 			return nil, err
 		}
 	}
-	if err := makeCgroup(env.ctrd.cgroupParent); err != nil {
+	if err := makeCgroup(n.ctrd.cgroupParent); err != nil {
 		return nil, err
 	}
 	k := &kubelet{log: filepath.Join(dir, "kubelet.log"), exited: make(chan struct{})}
@@ -239,7 +214,7 @@ func startKubelet(ctx context.Context, lenv *localenv.Env, bin, dir string) (*ku
 		"--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(dir, "root"),
 		"--cert-dir="+filepath.Join(dir, "certs"),
-		"--hostname-override="+nodeName,
+		"--hostname-override="+n.name,
 		"--node-ip="+nodeIP,
 		"--v=2")
 	k.cmd.Stdout, k.cmd.Stderr = logFile, logFile
@@ -252,18 +227,18 @@ func startKubelet(ctx context.Context, lenv *localenv.Env, bin, dir string) (*ku
 }
 
 // stop stops the kubelet: SIGTERM, then SIGKILL after 20 s.
-func (k *kubelet) stop(t *testing.T) {
+func (k *kubelet) stop() {
 	_ = k.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-k.exited:
 	case <-time.After(20 * time.Second):
-		t.Log("the kubelet did not stop within 20s of SIGTERM: killing it")
+		fmt.Fprintln(os.Stderr, "node: the kubelet did not stop within 20s of SIGTERM: killing it")
 		_ = k.cmd.Process.Kill()
 		<-k.exited
 	}
 	if !k.hadVarLib {
 		if err := os.RemoveAll(varLibKubelet); err != nil {
-			t.Error(err)
+			fmt.Fprintln(os.Stderr, "node: clean-up:", err)
 		}
 	}
 }

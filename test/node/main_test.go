@@ -2,12 +2,14 @@
 // (issue 24, DESIGN §8a): its own containerd (Debian's 1.6, installed by
 // hack/install-node-deps.sh) with root, state and socket under a temporary
 // work directory, a pause image built here, and the images `make image`
-// wrote imported with `ctr images import`, never pulled. So far it checks
-// the images themselves (each binary runs under containerd and prints its
+// wrote imported with `ctr images import`, never pulled. It checks the
+// images themselves (each binary runs under containerd and prints its
 // version, as the image's non-root user; the arm64 image holds an aarch64
-// binary; `make image` twice gives the same digests) and that a kubelet
-// v1.35 on that containerd registers a Ready Node with a kube-apiserver
-// of test/localenv (COURIER_KUBELET_BIN, from hack/build-kubelet.sh).
+// binary; `make image` twice gives the same digests), then TestNode runs
+// kubelets v1.35 (COURIER_KUBELET_BIN, from hack/build-kubelet.sh) for
+// test/localenv's upstream and a pulled downstream cluster, and installs,
+// upgrades and uninstalls both charts with helm (COURIER_HELM_BIN) as
+// docs/install.md and docs/pull.md say.
 //
 // It needs root and changes the machine (containerd, mounts, cgroups), so
 // it runs only with COURIER_NODE=1 (`make test-node`). `make test` runs
@@ -17,13 +19,16 @@
 // Everything it makes lives in its work directory (COURIER_NODE_KEEP=1
 // keeps it), except the node's network namespace courier-node-<suffix>
 // (`ip netns`; containerd runs in it, with loopback and a veth pair, one end
-// holding 198.18.0.2, nothing connected to the machine's network),
+// holding 198.18.0.2, the other 198.18.0.1 in the machine's namespace, which
+// routes only the Pods' range through it; netns_test.go),
 // what containerd 1.6 puts in /run/containerd whatever its config says
 // (shim sockets, runc state; removed when empty) and the cgroup
 // /courier-node-<suffix> its containers run in; all removed at the end.
-// Every container gets its own network namespace with nothing but
-// loopback; the only listener is the CRI plugin's stream server, on the
-// node namespace's 127.0.0.1.
+// Containers run with ctr get a network namespace with nothing but
+// loopback; Pods get the node's bridge. Nothing listens on the machine's
+// own interfaces: the CRI stream servers and kubelets listen on the node
+// namespace's 127.0.0.1, the suite's forwarders (to the kube-apiservers on
+// the machine's 127.0.0.1) there and on 198.18.0.2.
 package node
 
 import (
@@ -49,6 +54,25 @@ var env struct {
 	// images maps each component (courier-apiserver, courier-agent) to its
 	// archive from `make image`.
 	images map[string]string
+	// upgradeImages: the same for the second `make image` with another
+	// IMAGE_TAG (COURIER_UPGRADE_IMAGES_DIR), for the upgrade step.
+	upgradeImages map[string]string
+
+	// stops are what tests started that stopEnv must stop first when a
+	// signal ends the run before their own clean-up (onStop).
+	mu    sync.Mutex
+	stops []func()
+}
+
+// onStop runs stop once: at the end of t, or from stopEnv when a signal
+// ends the run first.
+func onStop(t *testing.T, stop func()) {
+	var once sync.Once
+	f := func() { once.Do(stop) }
+	env.mu.Lock()
+	env.stops = append(env.stops, f)
+	env.mu.Unlock()
+	t.Cleanup(f)
 }
 
 // suiteTimeout bounds the whole run, below `make test-node`'s go test
@@ -111,6 +135,12 @@ func startEnv(ctx context.Context) error {
 		}
 		env.images[c] = p
 	}
+	env.upgradeImages = map[string]string{}
+	if dir := os.Getenv("COURIER_UPGRADE_IMAGES_DIR"); dir != "" {
+		for _, c := range []string{"courier-apiserver", "courier-agent"} {
+			env.upgradeImages[c] = filepath.Join(dir, c+".oci.tar")
+		}
+	}
 	cni := os.Getenv("COURIER_NODE_CNI_BIN")
 	if cni == "" {
 		cni = "/usr/lib/cni"
@@ -133,7 +163,11 @@ func startEnv(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, archive := range []string{pause, env.images["courier-apiserver"], env.images["courier-agent"]} {
+	archives := []string{pause, env.images["courier-apiserver"], env.images["courier-agent"]}
+	if a := env.upgradeImages["courier-apiserver"]; a != "" {
+		archives = append(archives, a)
+	}
+	for _, archive := range archives {
 		ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		out, err := env.ctrd.ctr(ictx, "images", "import", archive)
 		cancel()
@@ -148,6 +182,12 @@ func startEnv(ctx context.Context) error {
 
 // stopEnv stops containerd and removes what the suite made.
 func stopEnv() {
+	env.mu.Lock()
+	stops := env.stops
+	env.mu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
 	if env.ctrd != nil {
 		if err := env.ctrd.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "node: clean-up:", err)

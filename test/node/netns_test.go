@@ -17,43 +17,89 @@ import (
 )
 
 // nodeIP is the node's address: on an interface inside the node's
-// network namespace only, in 198.18.0.0/15 (RFC 2544 benchmarking), which
-// cannot collide with the machine's own addresses. Nothing routes it
-// anywhere else.
+// network namespace, in 198.18.0.0/15 (RFC 2544 benchmarking), which
+// cannot collide with the machine's own addresses. hostIP is the other end
+// of the node's veth pair, in the machine's namespace: the only link
+// between the two. podCIDR is the Pods' range, on the node's bridge; the
+// machine routes it through the veth (the aggregator reaches Courier's
+// Pod IPs: --enable-aggregator-routing), and nothing else.
 const (
 	nodeIP   = "198.18.0.2"
 	nodeCIDR = nodeIP + "/24"
+	hostIP   = "198.18.0.1"
+	podCIDR  = "198.18.1.0/24"
+	// downPodCIDR is the Pod range of the downstream cluster's kubelet.
+	downPodCIDR = "198.18.2.0/24"
+	// suiteRange is everything the node may send to over its veth.
+	suiteRange = "198.18.0.0/15"
 )
 
 // nodeNetns is a network namespace the suite makes with `ip netns add`:
-// loopback, and an interface holding nodeIP with the default route
-// (so that the kubelet finds a node address), nothing connected to the
-// machine's own network.
+// loopback, and one end (node0, holding nodeIP, the default route) of a
+// veth pair whose other end is in the machine's namespace with hostIP.
+// The namespace forwards (node0 <-> the Pods' bridge) but drops anything
+// addressed outside suiteRange on node0, and the machine's end carries only
+// hostIP and the route to podCIDR: nothing reaches the machine's network.
 type nodeNetns struct {
-	name string
-	path string // /run/netns/<name>
+	name    string
+	path    string // /run/netns/<name>
+	hostEnd string // the veth's end in the machine's namespace
 }
 
 func newNodeNetns(ctx context.Context, name string) (*nodeNetns, error) {
-	n := &nodeNetns{name: name, path: "/run/netns/" + name}
+	// Interface names are at most 15 bytes: cn + the work directory's suffix.
+	suffix := name[strings.LastIndex(name, "-")+1:]
+	if len(suffix) > 12 {
+		suffix = suffix[len(suffix)-12:]
+	}
+	n := &nodeNetns{name: name, path: "/run/netns/" + name, hostEnd: "cn" + suffix}
 	if err := ip(ctx, "netns", "add", name); err != nil {
 		return nil, err
 	}
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		// A veth pair with both ends inside: the kernel here has no dummy
-		// interfaces, and nothing is connected to the machine.
-		{"link", "add", "node0", "type", "veth", "peer", "name", "node0-end"},
-		{"addr", "add", nodeCIDR, "dev", "node0"},
-		{"link", "set", "node0-end", "up"},
-		{"link", "set", "node0", "up"},
-		{"route", "add", "default", "dev", "node0"},
-	} {
-		if err := ip(ctx, append([]string{"-n", name}, args...)...); err != nil {
+	steps := [][]string{
+		{"-n", name, "link", "set", "lo", "up"},
+		{"link", "add", n.hostEnd, "type", "veth", "peer", "name", "node0", "netns", name},
+		{"addr", "add", hostIP + "/24", "dev", n.hostEnd},
+		{"link", "set", n.hostEnd, "up"},
+		{"-n", name, "addr", "add", nodeCIDR, "dev", "node0"},
+		{"-n", name, "link", "set", "node0", "up"},
+		{"-n", name, "route", "add", "default", "via", hostIP, "dev", "node0"},
+		{"route", "add", podCIDR, "via", nodeIP, "dev", n.hostEnd},
+	}
+	for _, args := range steps {
+		if err := ip(ctx, args...); err != nil {
 			return n, err
 		}
 	}
-	return n, nil
+	return n, n.guard(ctx)
+}
+
+// guard turns forwarding on inside the namespace (Pods <-> node0) and
+// drops, on node0, every packet to an address outside suiteRange: sent by
+// the node or forwarded for a Pod.
+func (n *nodeNetns) guard(ctx context.Context) error {
+	if err := n.exec(ctx, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		return err
+	}
+	for _, chain := range []string{"OUTPUT", "FORWARD"} {
+		if err := n.exec(ctx, "iptables", "-w", "-A", chain, "-o", "node0", "!", "-d", suiteRange, "-j", "DROP"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// exec runs a command inside the namespace.
+func (n *nodeNetns) exec(ctx context.Context, args ...string) error {
+	return ip(ctx, append([]string{"netns", "exec", n.name}, args...)...)
+}
+
+// dnat makes connections from Pods in from (a CIDR) to vip:vport (a
+// Service's ClusterIP) go to to (host:port) inside the namespace: the one
+// Service rule kube-proxy would program for it.
+func (n *nodeNetns) dnat(ctx context.Context, from, vip, vport, to string) error {
+	return n.exec(ctx, "iptables", "-w", "-t", "nat", "-A", "PREROUTING", "-s", from, "-d", vip+"/32", "-p", "tcp",
+		"--dport", vport, "-j", "DNAT", "--to-destination", to)
 }
 
 // remove deletes the namespace (its interfaces go with it).
