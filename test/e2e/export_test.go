@@ -125,7 +125,7 @@ func TestExportDenyList(t *testing.T) {
 	for where, want := range map[string][2]string{
 		"downstreamcopies": {dcp, "never exported"},
 		"Events":           {events, "ExportDenied"},
-		"Courier's log":    {string(logBytes), "HelmOp lists a source that is never exported"},
+		"Courier's log":    {string(logBytes), "lists a source that is never exported"},
 		"/metrics":         {metrics, w.ns + "/c2"},
 	} {
 		if !strings.Contains(want[0], want[1]) {
