@@ -33,7 +33,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 			return all(plans[i].out), plans[i].out.fatal
 		}
 	}
-	if !e.Leading() {
+	if !e.delivers(cluster.Namespace + "/" + cluster.Name) {
 		return observed(cluster, group, plans), nil
 	}
 	if !needsWrite(plans) {
@@ -159,7 +159,7 @@ func (e *Engine) namespaceExists(ctx context.Context, client *downstream.Client,
 // comes first), so a refusal is followed by a read: an existing namespace
 // is then fine too.
 func (e *Engine) ensureNamespace(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, ns string) *outcome {
-	_, err := id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: "courier"})
+	err := createNamespace(ctx, id, ns)
 	if apierrors.IsForbidden(err) {
 		if exists, o := e.namespaceExists(ctx, client, cluster, ns); o != nil || exists {
 			return o
@@ -191,4 +191,15 @@ func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outco
 		}
 	}
 	return out
+}
+
+// createNamespace creates ns downstream as id, once admitted (admitWrite).
+func createNamespace(ctx context.Context, id identity, ns string) error {
+	ctx, end, err := admitWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	_, err = id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: "courier"})
+	return err
 }
