@@ -227,6 +227,9 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 					"--authorization-kubeconfig=" + kubeconfig,
 					// Where applyCourierRBAC let it keep agents' reports.
 					"--agent-report-namespace=" + o.Namespace,
+					// Its Pod name, were it in a Pod: replicas on one host
+					// share a host name, and the shard Leases need them apart.
+					"--shard-identity=" + c.proc.name,
 				}, o.Args...))
 				return nil
 			}

@@ -80,6 +80,10 @@ type Options struct {
 	// LeaderElection decides which replica writes: all serve the API and
 	// observe, the holder of the Lease writes.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// Shards shares delivery among every replica (sharding.go); the
+	// leader keeps what stays single-owner: field copies and the view's
+	// Warning Events.
+	Shards ShardOptions
 
 	StdOut io.Writer
 	StdErr io.Writer
@@ -105,6 +109,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		AgentReportNamespace:     "courier-system",
 		DenySensitiveExports:     true,
 		LeaderElection:           defaultLeaderElection(),
+		Shards:                   defaultShardOptions(),
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -134,6 +139,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
+	o.Shards.addFlags(fss.FlagSet("sharded delivery"))
 	return fss
 }
 
@@ -167,6 +173,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
 	}
 	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
+	errs = append(errs, o.Shards.validate(o.LeaderElection.ResourceNamespace)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }

@@ -94,6 +94,7 @@ func (o *Options) Run(ctx context.Context) error {
 			DownstreamCopies: views.downstreamCopies,
 			FieldCopies:      views.fieldCopies,
 			Payloads:         payloads,
+			DeliveredBy:      views.deliveredBy,
 		},
 	}
 	server, err := cfg.Complete().New()
