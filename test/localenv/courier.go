@@ -396,6 +396,9 @@ func (c *Courier) Stop() { c.proc.stop() }
 // Binary is the Courier binary this process runs.
 func (c *Courier) Binary() string { return c.proc.path }
 
+// Name is the replica's name: its log file's, and its --shard-identity.
+func (c *Courier) Name() string { return c.proc.name }
+
 // Kill stops the Courier process with SIGKILL, as a node failure or the
 // OOM killer would: nothing is drained, the Lease is not released.
 func (c *Courier) Kill() { c.proc.kill() }
