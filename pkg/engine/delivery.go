@@ -64,6 +64,15 @@ func (e *Engine) delivers(clusterKey string) bool {
 	return s.Shards.Owns(e.bucketOf(clusterKey))
 }
 
+// writerName is who writes for a Cluster this replica does not deliver
+// to, as row messages name it.
+func (e *Engine) writerName() string {
+	if e.cfg.Shards == nil {
+		return "the leader"
+	}
+	return "the replica holding its bucket"
+}
+
 func (e *Engine) bucketOf(clusterKey string) int {
 	ns, name := copycontract.SplitKey(clusterKey)
 	return sharding.Bucket(ns, name, e.cfg.Shards.Buckets)

@@ -56,9 +56,8 @@ func TestShardedDeliveryFollowsBuckets(t *testing.T) {
 	if w := writes(down.kube.Actions()); len(w) != 0 {
 		t.Fatalf("a replica not holding the bucket wrote %q", actionStrings(w))
 	}
-	if got := env.mustStatus(r).Phase; got != courier.CopyPhasePending {
-		t.Errorf("observed phase %s, want Pending", got)
-	}
+	want := copycontract.Status{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the replica holding its bucket writes it"}
+	checkStatus(t, "observed row", env.mustStatus(r), want)
 	b := sharding.Bucket(fleetNS, "c1", testBuckets)
 	drain(env.e.queue)
 	shards.set(b, true)

@@ -34,7 +34,7 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 		}
 	}
 	if !e.delivers(cluster.Namespace + "/" + cluster.Name) {
-		return observed(cluster, group, plans), nil
+		return observed(cluster, group, plans, e.writerName()), nil
 	}
 	if !needsWrite(plans) {
 		for i := range plans {
@@ -172,10 +172,11 @@ func (e *Engine) ensureNamespace(ctx context.Context, client *downstream.Client,
 	return nil
 }
 
-// observed is what a replica that does not hold the lease records for a
-// group: what its plans found, with copies that need a write shown as
-// Pending. It checks no permission and writes nothing.
-func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outcome {
+// observed is what a replica that does not deliver to the Cluster records
+// for a group: what its plans found, with copies that need a write shown
+// as Pending, naming writer as who writes them. It checks no permission
+// and writes nothing.
+func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan, writer string) []outcome {
 	out := make([]outcome, len(group))
 	for i, c := range group {
 		what := describe(c.kind, c.targetNS, c.name)
@@ -184,10 +185,10 @@ func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outco
 			out[i] = plans[i].out
 		case actionCreate:
 			out[i] = outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
-				Message: fmt.Sprintf("%s does not exist in cluster %s yet; the leader writes it", what, cluster.Name)}}
+				Message: fmt.Sprintf("%s does not exist in cluster %s yet; %s writes it", what, cluster.Name, writer)}}
 		default:
 			out[i] = outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
-				Message: fmt.Sprintf("%s in cluster %s differs from its source; the leader updates it", what, cluster.Name)}}
+				Message: fmt.Sprintf("%s in cluster %s differs from its source; %s updates it", what, cluster.Name, writer)}}
 		}
 	}
 	return out
