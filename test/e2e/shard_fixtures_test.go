@@ -38,6 +38,9 @@ const (
 )
 
 var shardArgs = []string{
+	// One Cluster at a time per replica: a replica's fan-out to its ten or
+	// so Clusters then takes long enough for the kill to land in it.
+	"--copy-workers=1",
 	"--shard-lease-duration=" + shardLease.String(),
 	"--shard-renew-deadline=4s",
 	"--shard-renew-period=2s",
