@@ -31,6 +31,9 @@ type ExtraConfig struct {
 	FieldCopies      *memstore.Store[*courier.FieldCopy]
 	Payloads         PayloadConfig
 	Summaries        SummaryConfig
+	// DeliveredBy fills the Delivered-By column of downstreamcopies'
+	// tables (who writes the row's Cluster); nil leaves it empty.
+	DeliveredBy downstreamcopy.DeliveredBy
 }
 
 // SummaryConfig is what downstreamcopysummaries are served from (DESIGN
@@ -114,7 +117,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 	info := genericapiserver.NewDefaultAPIGroupInfo(courier.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	info.NegotiatedSerializer = newRowEncodings(Codecs)
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies),
+		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies, c.ExtraConfig.DeliveredBy),
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID, p.Exports),
 		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),

@@ -42,7 +42,7 @@ func (e *Engine) waitSynced(ctx context.Context, client *downstream.Client) {
 // The read saved is one request per new copy: for a new HelmOp at 1,000
 // Clusters × 10 copies, 10,000 GETs that each found nothing.
 func (e *Engine) createUnread(client *downstream.Client, c desiredCopy, o kindOps, inCache bool) bool {
-	return e.Leading() && o.synced() && !inCache &&
+	return e.delivers(client.Key) && o.synced() && !inCache &&
 		(!e.desired.existedAtStart(c.rowKey) || e.clients.passedBefore(client)) &&
 		client.MayHaveForeign != nil && !client.MayHaveForeign(c.kind, c.targetNS, c.name) &&
 		!e.wantedByTwin(client.Key, client, copyID(c.helmOp, c.kind, c.targetNS, c.name)) &&

@@ -34,7 +34,7 @@ func (e *Engine) reads(ctx context.Context, client *downstream.Client, clusterKe
 	if e.cfg.SyncWait < 0 || client.HasSynced == nil || client.HasSynced() {
 		return r
 	}
-	if e.Leading() && needsFallback(copies) {
+	if e.delivers(clusterKey) && needsFallback(copies) {
 		r.fallback = startRead(r.fallback)
 	}
 	if e.clients.needsLegacySweep(clusterKey, client) {

@@ -91,6 +91,10 @@ type Config struct {
 	// SetLeading(true). Replicas that are not the leader run this way so
 	// their rows read the same as the leader's.
 	Follower bool
+	// Shards, when set, shares delivery among the replicas (DESIGN §10,
+	// delivery.go): the engine observes every Cluster and writes for one
+	// only while Shards.Owns its bucket, whatever SetLeading said.
+	Shards *ShardConfig
 	// DrainTimeout bounds how long Run waits, once its context is done, for
 	// the groups of copies being written to finish (default 20 seconds).
 	DrainTimeout time.Duration
@@ -161,6 +165,9 @@ type Engine struct {
 	taken *takenNames
 	// handover serializes SetDesired and UpdateDesired (desired.go).
 	handover sync.Mutex
+	// gate counts the writes in flight per bucket, with sharding
+	// (delivery.go). Its lock is taken alone, like the owners'.
+	gate *deliveryGate
 }
 
 // New returns an engine; Run starts it.
@@ -207,6 +214,7 @@ func New(cfg Config) *Engine {
 		scopes:   newPassScopes(),
 		clients:  newClientRecord(),
 		taken:    newTakenNames(),
+		gate:     newDeliveryGate(),
 	}
 	// Only the echo of a copy still wanted by its Cluster is nothing to do.
 	e.echo = newEchoFilter(e.desired.wanted)
@@ -221,8 +229,10 @@ func New(cfg Config) *Engine {
 // lease) and observing. On becoming the leader every Cluster is queued:
 // copies that are already current cost no request, so a hand-over writes
 // only what the previous leader left undone.
+//
+// With sharding (Config.Shards) the lease decides nothing for the engine.
 func (e *Engine) SetLeading(leading bool) {
-	if e.leading.Swap(leading) == leading {
+	if e.leading.Swap(leading) == leading || e.cfg.Shards != nil {
 		return
 	}
 	if e.desired.isComplete() {

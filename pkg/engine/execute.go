@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,6 +109,9 @@ func (e *Engine) writeFailed(cluster *fleet.Cluster, doing string, err error) ou
 		copiesTotal.WithLabelValues("failed", "Unreachable").Inc()
 		return outcome{fatal: err, reason: "Unreachable", status: copycontract.Status{Phase: courier.CopyPhaseUnreachable,
 			Message: fmt.Sprintf("cluster %s is unreachable: %s: %v", cluster.Name, doing, err)}}
+	case errors.Is(err, errHandedOver):
+		return outcome{retry: true, status: copycontract.Status{Phase: courier.CopyPhasePending,
+			Message: fmt.Sprintf("%s in cluster %s: %v", doing, cluster.Name, err)}}
 	case apierrors.IsForbidden(err):
 		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()
 		return outcome{retry: true, reason: "Forbidden", eventOK: true, status: copycontract.Status{Phase: courier.CopyPhaseForbidden,
@@ -121,9 +125,9 @@ func (e *Engine) writeFailed(cluster *fleet.Cluster, doing string, err error) ou
 
 // event records an Event on the HelmOp for a write or a new problem.
 func (e *Engine) event(c desiredCopy, cluster *fleet.Cluster, out outcome) {
-	if e.cfg.Recorder == nil || !out.eventOK || !e.Leading() {
-		// Every replica observes conflicts; only the leader reports them,
-		// so each appears once.
+	if e.cfg.Recorder == nil || !out.eventOK || !e.delivers(cluster.Namespace+"/"+cluster.Name) {
+		// Every replica observes conflicts; only the one delivering to the
+		// Cluster reports them, so each appears once.
 		return
 	}
 	if out.wrote {

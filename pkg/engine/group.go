@@ -33,8 +33,8 @@ func (e *Engine) syncGroup(ctx context.Context, client *downstream.Client, clust
 			return all(plans[i].out), plans[i].out.fatal
 		}
 	}
-	if !e.Leading() {
-		return observed(cluster, group, plans), nil
+	if !e.delivers(cluster.Namespace + "/" + cluster.Name) {
+		return observed(cluster, group, plans, e.writerName()), nil
 	}
 	if !needsWrite(plans) {
 		for i := range plans {
@@ -159,7 +159,7 @@ func (e *Engine) namespaceExists(ctx context.Context, client *downstream.Client,
 // comes first), so a refusal is followed by a read: an existing namespace
 // is then fine too.
 func (e *Engine) ensureNamespace(ctx context.Context, client *downstream.Client, id identity, cluster *fleet.Cluster, ns string) *outcome {
-	_, err := id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: "courier"})
+	err := createNamespace(ctx, id, ns)
 	if apierrors.IsForbidden(err) {
 		if exists, o := e.namespaceExists(ctx, client, cluster, ns); o != nil || exists {
 			return o
@@ -172,10 +172,11 @@ func (e *Engine) ensureNamespace(ctx context.Context, client *downstream.Client,
 	return nil
 }
 
-// observed is what a replica that does not hold the lease records for a
-// group: what its plans found, with copies that need a write shown as
-// Pending. It checks no permission and writes nothing.
-func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outcome {
+// observed is what a replica that does not deliver to the Cluster records
+// for a group: what its plans found, with copies that need a write shown
+// as Pending, naming writer as who writes them. It checks no permission
+// and writes nothing.
+func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan, writer string) []outcome {
 	out := make([]outcome, len(group))
 	for i, c := range group {
 		what := describe(c.kind, c.targetNS, c.name)
@@ -184,11 +185,22 @@ func observed(cluster *fleet.Cluster, group []desiredCopy, plans []plan) []outco
 			out[i] = plans[i].out
 		case actionCreate:
 			out[i] = outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
-				Message: fmt.Sprintf("%s does not exist in cluster %s yet; the leader writes it", what, cluster.Name)}}
+				Message: fmt.Sprintf("%s does not exist in cluster %s yet; %s writes it", what, cluster.Name, writer)}}
 		default:
 			out[i] = outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
-				Message: fmt.Sprintf("%s in cluster %s differs from its source; the leader updates it", what, cluster.Name)}}
+				Message: fmt.Sprintf("%s in cluster %s differs from its source; %s updates it", what, cluster.Name, writer)}}
 		}
 	}
 	return out
+}
+
+// createNamespace creates ns downstream as id, once admitted (admitWrite).
+func createNamespace(ctx context.Context, id identity, ns string) error {
+	ctx, end, err := admitWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	_, err = id.writer.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: "courier"})
+	return err
 }

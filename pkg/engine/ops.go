@@ -142,6 +142,11 @@ func (o ops[T]) get(ctx context.Context, ns, name string) (object, error) {
 // writer can (downstream.MetadataWriter): the engine needs just its
 // resourceVersion.
 func (o ops[T]) create(ctx context.Context, obj object) (string, error) {
+	ctx, end, err := admitWrite(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer end()
 	opts := metav1.CreateOptions{FieldManager: "courier"}
 	if w, ok := o.writer.(downstream.MetadataWriter); ok {
 		return resourceVersion(w.CreateMetadata(ctx, obj, opts))
@@ -150,6 +155,11 @@ func (o ops[T]) create(ctx context.Context, obj object) (string, error) {
 }
 
 func (o ops[T]) update(ctx context.Context, obj object) (string, error) {
+	ctx, end, err := admitWrite(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer end()
 	opts := metav1.UpdateOptions{FieldManager: "courier"}
 	if w, ok := o.writer.(downstream.MetadataWriter); ok {
 		return resourceVersion(w.UpdateMetadata(ctx, obj, opts))
@@ -167,6 +177,11 @@ func resourceVersion(obj metav1.Object, err error) (string, error) {
 }
 
 func (o ops[T]) delete(ctx context.Context, ns, name string, opts *metav1.DeleteOptions) error {
+	ctx, end, err := admitWrite(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
 	return o.fn.typed(o.writer, ns).Delete(ctx, name, *opts)
 }
 

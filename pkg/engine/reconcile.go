@@ -57,6 +57,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		return nil
 	}
 	copies := e.desired.copiesFor(key)
+	ctx = e.withCluster(ctx, key)
 
 	client, err := e.cfg.Downstream.Get(ctx, cluster)
 	if err != nil {
@@ -98,8 +99,9 @@ func (e *Engine) endWholePass(ctx context.Context, client *downstream.Client, cl
 	key := cluster.Namespace + "/" + cluster.Name
 	e.current.retain(key, copies)
 	e.taken.retain(key, copies)
-	// Only the leader removes copies; a follower reports them Deleting.
-	left, err := e.sweep(ctx, client, cluster, copies, e.Leading(), reads.unlabelled)
+	// Only the replica delivering to the Cluster removes copies; the others
+	// report them Deleting.
+	left, err := e.sweep(ctx, client, cluster, copies, e.delivers(key), reads.unlabelled)
 	if err != nil {
 		if unreachable(err) {
 			clusterReachable.WithLabelValues(key).Set(0)

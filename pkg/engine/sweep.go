@@ -75,7 +75,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 				l.Message = fmt.Sprintf("%s stays in cluster %s: it was written with keepResources and nothing lists it any more; Courier no longer updates it", what, cluster.Name)
 			case !remove || failed != nil:
 				l.Phase = courier.CopyPhaseDeleting
-				l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted; the leader removes it", what, cluster.Name)
+				l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted; %s removes it", what, cluster.Name, e.writerName())
 				if failed != nil {
 					l.Message = fmt.Sprintf("%s in cluster %s is no longer wanted and not removed yet: %v", what, cluster.Name, failed)
 				}

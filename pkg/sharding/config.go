@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 )
@@ -66,6 +67,11 @@ type Config struct {
 	// them any more: its return is the acknowledgement that makes the
 	// release safe. It should not block for long, as renewals wait on it.
 	OnChange func(gained, lost []int)
+	// Clusters, when set, lists the Clusters delivered through buckets
+	// (pushed ones; pulled Clusters' agents deliver), for the metrics of
+	// Clusters delivered and Clusters without owner. It is called once per
+	// loop pass and must be cheap (an informer's lister).
+	Clusters func() []types.NamespacedName
 	// Clock is the Manager's clock; nil means the real one. Tests pass a
 	// fake.
 	Clock clock.Clock

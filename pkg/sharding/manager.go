@@ -124,6 +124,33 @@ func (m *Manager) Term(bucket int) (t Term, ok bool) {
 	return termOf(obs.lease, false), true
 }
 
+// Holder names who delivers for bucket now as this replica sees it: this
+// replica's identity while Owns, else the holder the bucket's Lease names
+// while, by this replica's clock, its term has not expired; "" when none.
+// It is for display (kubectl get -o wide) and never decides a write.
+func (m *Manager) Holder(bucket int) string {
+	if m.Owns(bucket) {
+		return m.cfg.Identity
+	}
+	obs, ok := m.buckets.get(bucketLeaseName(bucket))
+	if !ok || obs.expired(m.cfg.Clock.Now(), m.cfg.LeaseDuration) {
+		return ""
+	}
+	if h := obs.holder(); h != m.cfg.Identity {
+		return h
+	}
+	return "" // a previous process of this replica's name, being waited out
+}
+
+// Buckets is how many buckets Clusters hash into.
+func (m *Manager) Buckets() int { return m.cfg.Buckets }
+
+// Identity names this replica.
+func (m *Manager) Identity() string { return m.cfg.Identity }
+
+// LeaseDuration is how long a bucket's holder may go unrenewed.
+func (m *Manager) LeaseDuration() time.Duration { return m.cfg.LeaseDuration }
+
 func termOf(l *coordinationv1.Lease, here bool) Term {
 	t := Term{Here: here}
 	if l.Spec.HolderIdentity != nil {

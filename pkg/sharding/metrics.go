@@ -26,6 +26,21 @@ var (
 			"for more than twice the lease duration: their Clusters get no deliveries. Alert when above 0.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"identity"})
+	clustersDelivered = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "courier",
+		Subsystem:      "shard",
+		Name:           "clusters_delivered",
+		Help:           "Pushed Clusters in the buckets this replica holds: the Clusters it delivers to.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"identity"})
+	clustersUnowned = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "courier",
+		Subsystem: "shard",
+		Name:      "clusters_unowned",
+		Help: "Pushed Clusters whose bucket this replica has seen without a valid holder for more than twice the lease " +
+			"duration: nothing delivers to them. Alert when above 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"identity"})
 
 	registerOnce sync.Once
 )
@@ -34,16 +49,17 @@ var (
 // serves on /metrics.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(bucketsHeld, bucketsUnowned)
+		legacyregistry.MustRegister(bucketsHeld, bucketsUnowned, clustersDelivered, clustersUnowned)
 	})
 }
 
-// updateMetrics sets both gauges from what this replica holds and sees.
+// updateMetrics sets the gauges from what this replica holds and sees.
 // A bucket counts as without owner from the first pass that sees it free
 // until a pass sees a valid holder.
 func (m *Manager) updateMetrics(now time.Time) {
 	registerMetrics()
 	unowned := 0
+	longUnowned := map[int]bool{}
 	for b := 0; b < m.cfg.Buckets; b++ {
 		if m.Owns(b) || m.heldElsewhere(now, b) {
 			delete(m.unheldSince, b)
@@ -56,10 +72,26 @@ func (m *Manager) updateMetrics(now time.Time) {
 		}
 		if now.Sub(since) > 2*m.cfg.LeaseDuration {
 			unowned++
+			longUnowned[b] = true
 		}
 	}
 	bucketsHeld.WithLabelValues(m.cfg.Identity).Set(float64(len(m.Held())))
 	bucketsUnowned.WithLabelValues(m.cfg.Identity).Set(float64(unowned))
+	if m.cfg.Clusters == nil {
+		return
+	}
+	delivered, orphans := 0, 0
+	for _, c := range m.cfg.Clusters() {
+		b := Bucket(c.Namespace, c.Name, m.cfg.Buckets)
+		if m.Owns(b) {
+			delivered++
+		}
+		if longUnowned[b] {
+			orphans++
+		}
+	}
+	clustersDelivered.WithLabelValues(m.cfg.Identity).Set(float64(delivered))
+	clustersUnowned.WithLabelValues(m.cfg.Identity).Set(float64(orphans))
 }
 
 // heldElsewhere says whether b's Lease names a holder whose term has not
@@ -73,4 +105,6 @@ func (m *Manager) heldElsewhere(now time.Time, b int) bool {
 func (m *Manager) forgetMetrics() {
 	bucketsHeld.DeleteLabelValues(m.cfg.Identity)
 	bucketsUnowned.DeleteLabelValues(m.cfg.Identity)
+	clustersDelivered.DeleteLabelValues(m.cfg.Identity)
+	clustersUnowned.DeleteLabelValues(m.cfg.Identity)
 }

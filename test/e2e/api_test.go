@@ -112,8 +112,14 @@ func TestKubectlGetDownstreamCopies(t *testing.T) {
 	}
 
 	wide := kubectl(t, "get", "dcp", "-n", w.ns, "-o", "wide")
-	if h := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); len(h) < 2 || h[len(h)-2] != "MESSAGE" || h[len(h)-1] != "SYNCED-RV" {
-		t.Errorf("-o wide header %q lacks MESSAGE and SYNCED-RV", h)
+	if h := strings.Fields(strings.SplitN(wide, "\n", 2)[0]); len(h) < 3 || h[len(h)-3] != "MESSAGE" || h[len(h)-2] != "SYNCED-RV" || h[len(h)-1] != "DELIVERED-BY" {
+		t.Errorf("-o wide header %q lacks MESSAGE, SYNCED-RV and DELIVERED-BY", h)
+	}
+	// The suite's one replica holds every bucket: it delivers every row.
+	for _, line := range strings.Split(strings.TrimSpace(wide), "\n")[1:] {
+		if f := strings.Fields(line); f[len(f)-1] != courier.Name() {
+			t.Errorf("-o wide row does not name %s as its deliverer: %s", courier.Name(), line)
+		}
 	}
 	if !strings.Contains(wide, "the copy matches its source") {
 		t.Errorf("-o wide shows no message:\n%s", wide)

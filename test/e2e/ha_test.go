@@ -45,6 +45,9 @@ func takeoverLimit() time.Duration {
 
 // startReplicas stops the suite's Courier and starts two replicas behind a
 // Balancer in its place; the suite's Courier is back when the test ends.
+// They run with sharding off (--shard-buckets=0), so the leader delivers
+// everything: the mode these tests are about. TestShardedDelivery covers
+// replicas that share delivery.
 func startReplicas(t *testing.T) ([]*localenv.Courier, *localenv.Balancer) {
 	t.Helper()
 	courier.Stop() // SIGTERM: it releases the Lease
@@ -57,7 +60,7 @@ func startReplicas(t *testing.T) ([]*localenv.Courier, *localenv.Balancer) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	replicas, lb, err := env.StartCourierReplicas(ctx, localenv.CourierOptions{Binary: courier.Binary(), RepoRoot: repoRoot, Args: append(append([]string{"-v=2"}, haArgs...), fieldCopyArgs...)}, 2)
+	replicas, lb, err := env.StartCourierReplicas(ctx, localenv.CourierOptions{Binary: courier.Binary(), RepoRoot: repoRoot, Args: append(append([]string{"-v=2", "--shard-buckets=0"}, haArgs...), fieldCopyArgs...)}, 2)
 	if err != nil {
 		t.Fatalf("starting two replicas: %v", err)
 	}

@@ -139,6 +139,8 @@ func TestHelmTemplateAppliesServerSide(t *testing.T) {
 			"clusterrole.rbac.authorization.k8s.io/courier",
 			"role.rbac.authorization.k8s.io/courier:leader-election",
 			"rolebinding.rbac.authorization.k8s.io/courier:leader-election",
+			"role.rbac.authorization.k8s.io/courier:sharding",
+			"rolebinding.rbac.authorization.k8s.io/courier:sharding",
 			"customresourcedefinition.apiextensions.k8s.io/helmops.fleet.cattle.io",
 			"customresourcedefinition.apiextensions.k8s.io/clusters.fleet.cattle.io",
 			"customresourcedefinition.apiextensions.k8s.io/clustergroups.fleet.cattle.io",
@@ -290,6 +292,7 @@ func TestInstallManifestsApplyServerSide(t *testing.T) {
 	got := kubectl(t, args...)
 	for _, want := range []string{"deployment.apps/courier", "poddisruptionbudget.policy/courier", "secret/courier-serving-cert",
 		"apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "role.rbac.authorization.k8s.io/courier:leader-election",
+		"role.rbac.authorization.k8s.io/courier:sharding",
 		"validatingadmissionpolicy.admissionregistration.k8s.io/" + admissionPolicyName,
 		"validatingadmissionpolicybinding.admissionregistration.k8s.io/" + admissionPolicyName} {
 		if !strings.Contains(got, want) {

@@ -19,6 +19,10 @@ type Write struct {
 	Code int
 	// Time is when the kube-apiserver completed the request.
 	Time time.Time
+	// Received is when the kube-apiserver received it.
+	Received time.Time
+	// UserAgent names the writer: courier/<replica> with sharded delivery.
+	UserAgent string
 }
 
 // Accepted reports whether the kube-apiserver carried the write out.
@@ -46,6 +50,7 @@ func CourierWrites(path string) ([]Write, error) {
 			Verb           string    `json:"verb"`
 			UserAgent      string    `json:"userAgent"`
 			StageTimestamp time.Time `json:"stageTimestamp"`
+			Received       time.Time `json:"requestReceivedTimestamp"`
 			ObjectRef      struct {
 				Resource, Namespace, Name string
 			} `json:"objectRef"`
@@ -69,7 +74,8 @@ func CourierWrites(path string) ([]Write, error) {
 				as = ev.ImpersonatedUser.Username
 			}
 			out = append(out, Write{Verb: ev.Verb, Resource: ev.ObjectRef.Resource, Namespace: ev.ObjectRef.Namespace,
-				Name: ev.ObjectRef.Name, As: as, Code: ev.ResponseStatus.Code, Time: ev.StageTimestamp})
+				Name: ev.ObjectRef.Name, As: as, Code: ev.ResponseStatus.Code, Time: ev.StageTimestamp,
+				Received: ev.Received, UserAgent: ev.UserAgent})
 		}
 	}
 	return out, s.Err()

@@ -227,6 +227,9 @@ func (e *Env) startCouriers(ctx context.Context, o CourierOptions, n int) (_ []*
 					"--authorization-kubeconfig=" + kubeconfig,
 					// Where applyCourierRBAC let it keep agents' reports.
 					"--agent-report-namespace=" + o.Namespace,
+					// Its Pod name, were it in a Pod: replicas on one host
+					// share a host name, and the shard Leases need them apart.
+					"--shard-identity=" + c.proc.name,
 				}, o.Args...))
 				return nil
 			}
@@ -392,6 +395,9 @@ func (c *Courier) Stop() { c.proc.stop() }
 
 // Binary is the Courier binary this process runs.
 func (c *Courier) Binary() string { return c.proc.path }
+
+// Name is the replica's name: its log file's, and its --shard-identity.
+func (c *Courier) Name() string { return c.proc.name }
 
 // Kill stops the Courier process with SIGKILL, as a node failure or the
 // OOM killer would: nothing is drained, the Lease is not released.

@@ -36,10 +36,13 @@ func defaultLeaderElection() componentbaseconfig.LeaderElectionConfiguration {
 
 // runControllers runs what writes -- the copy engine -- until ctx is done
 // and returns once it has stopped. With leader election every replica runs
-// the engine, observing, and only the one holding the Lease writes. On
-// shutdown the order matters: the engine first finishes the groups of
-// copies it is writing, only then is the Lease released (so the next
-// leader never writes alongside it), and the caller stops serving last.
+// the engine, observing, and only the one holding the Lease writes; with
+// sharding (the default) each replica writes for the Clusters of the
+// buckets it holds, and the Lease keeps only the field copies and the
+// view's Warning Events. On shutdown the order matters: the engine first
+// finishes the groups of copies it is writing, only then are the buckets
+// and the Lease released (so no successor writes alongside it), and the
+// caller stops serving last.
 func (o *Options) runControllers(ctx context.Context, kube kubernetes.Interface, v *views) {
 	logger := klog.FromContext(ctx)
 	engineDone := make(chan struct{})
@@ -47,6 +50,14 @@ func (o *Options) runControllers(ctx context.Context, kube kubernetes.Interface,
 		defer close(engineDone)
 		v.engine.Run(klog.NewContext(ctx, logger.WithName("engine")))
 	}()
+	if v.shards != nil {
+		// The Manager outlives the engine's drain: its buckets are
+		// released only once the engine wrote its last copy.
+		shardCtx, leave := context.WithCancel(context.WithoutCancel(ctx))
+		shardsDone := make(chan struct{})
+		go func() { defer close(shardsDone); v.runShards(shardCtx) }()
+		defer func() { <-engineDone; leave(); <-shardsDone }()
+	}
 	if !o.LeaderElection.LeaderElect {
 		<-engineDone
 		return

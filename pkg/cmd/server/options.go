@@ -86,6 +86,10 @@ type Options struct {
 	// LeaderElection decides which replica writes: all serve the API and
 	// observe, the holder of the Lease writes.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// Shards shares delivery among every replica (sharding.go); the
+	// leader keeps what stays single-owner: field copies and the view's
+	// Warning Events.
+	Shards ShardOptions
 
 	StdOut io.Writer
 	StdErr io.Writer
@@ -112,6 +116,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		AgentReportNamespace:     "courier-system",
 		DenySensitiveExports:     true,
 		LeaderElection:           defaultLeaderElection(),
+		Shards:                   defaultShardOptions(),
 		StdOut:                   out,
 		StdErr:                   errOut,
 	}
@@ -143,6 +148,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	courier.DurationVar(&o.SummaryWindow, "summary-window", o.SummaryWindow,
 		"Coalescing window of downstreamcopysummaries: a summary is recomputed at most once per window however many of its rows change, so its watchers see at most one event per window (plus the first of a burst).")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
+	o.Shards.addFlags(fss.FlagSet("sharded delivery"))
 	return fss
 }
 
@@ -179,6 +185,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--summary-window must be positive, got %s", o.SummaryWindow))
 	}
 	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
+	errs = append(errs, o.Shards.validate(o.LeaderElection.ResourceNamespace)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }

@@ -36,6 +36,14 @@ current-context: c
 		{name: "lease shorter than renew deadline", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-lease-duration=5s"}, wantErr: "--leader-elect-lease-duration (5s) must be greater than --leader-elect-renew-deadline (10s)"},
 		{name: "renew deadline too close to retry period", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-retry-period=9s"}, wantErr: "--leader-elect-renew-deadline (10s) must be greater than 1.2 x --leader-elect-retry-period (9s)"},
 		{name: "configmap locks are gone", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect-resource-lock=configmaps"}, wantErr: `--leader-elect-resource-lock must be "leases"`},
+		{name: "sharding tuned", args: []string{"--kubeconfig=" + kubeconfig, "--shard-identity=courier-0", "--shard-buckets=16", "--shard-lease-duration=6s", "--shard-renew-deadline=4s", "--shard-renew-period=2s", "--shard-retry-period=1s"}},
+		{name: "sharding off ignores its tuning", args: []string{"--kubeconfig=" + kubeconfig, "--shard-buckets=0", "--shard-lease-duration=1s"}},
+		{name: "shard lease not above renew deadline", args: []string{"--kubeconfig=" + kubeconfig, "--shard-identity=a", "--shard-lease-duration=10s"}, wantErr: "lease duration (10s) must be greater than the renew deadline (10s)"},
+		{name: "shard renew deadline too close to renew period", args: []string{"--kubeconfig=" + kubeconfig, "--shard-identity=a", "--shard-renew-period=9s"}, wantErr: "renew deadline (10s) must be greater than the renew period (9s) plus the retry period (2s)"},
+		{name: "shard lease in whole seconds", args: []string{"--kubeconfig=" + kubeconfig, "--shard-identity=a", "--shard-lease-duration=15500ms"}, wantErr: "whole number of seconds"},
+		{name: "shard identity makes a Lease name", args: []string{"--kubeconfig=" + kubeconfig, "--shard-identity=Courier_0"}, wantErr: "does not make a valid Lease name"},
+		{name: "negative buckets", args: []string{"--kubeconfig=" + kubeconfig, "--shard-buckets=-1"}, wantErr: "--shard-buckets must be 0 (off) or between 1 and 1024"},
+		{name: "too many buckets", args: []string{"--kubeconfig=" + kubeconfig, "--shard-identity=a", "--shard-buckets=2000"}, wantErr: "buckets must be between 1 and 1024"},
 		{name: "leader election off ignores its tuning", args: []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--leader-elect-lease-duration=1s"}},
 	}
 	for _, tc := range tests {

@@ -99,6 +99,7 @@ func (o *Options) Run(ctx context.Context) error {
 			FieldCopies:      views.fieldCopies,
 			Payloads:         payloads,
 			Summaries:        sums.config(),
+			DeliveredBy:      views.deliveredBy,
 		},
 	}
 	server, err := cfg.Complete().New()

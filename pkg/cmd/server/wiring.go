@@ -35,6 +35,7 @@ import (
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/sharding"
 )
 
 // informerResync is long: everything reacts to watch events, and a resync
@@ -91,6 +92,9 @@ type views struct {
 	livenessInformer cache.SharedIndexInformer
 	// readBundles is true when the upstream serves Bundles (bundles.go).
 	readBundles bool
+	// shards holds this replica's buckets; nil with sharding off
+	// (sharding.go).
+	shards *sharding.Manager
 }
 
 // newViews builds every replica's part: the upstream informers, the export
@@ -217,6 +221,11 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		return err
 	}
 	fleet := v.fleetInformers.Fleet().V1alpha1()
+	shards, shardCfg, err := o.newShards(config, fleet.Clusters().Lister(), func(gained, lost []int) { v.engine.BucketsChanged(gained, lost) })
+	if err != nil {
+		return err
+	}
+	v.shards = shards
 	v.downstream = downstream.NewCache(secretSource{lister: sources.secrets.Lister(), kube: kubeconfigs}, downstream.Options{
 		WatchSelector: func(c *fleetv1alpha1.Cluster) labels.Selector {
 			return copyspec.ClusterSelector(upstreamID, c.Namespace, c.Name)
@@ -227,7 +236,8 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		LegacySelector:  copyspec.UnlabelledSelector(),
 		ForeignSelector: copyspec.FleetCopySelector(),
 		OnChange:        copyEvents.CopyChanged,
-		UserAgent:       "courier",
+		// Downstream audit logs tell the replicas apart by it.
+		UserAgent: o.Shards.userAgent(),
 	})
 	v.engine = engine.New(engine.Config{
 		UpstreamID: upstreamID,
@@ -248,8 +258,10 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		AgentNamespace:        o.AgentNamespace,
 		RequireServiceAccount: o.RequireServiceAccount,
 		// With leader election every replica starts observing and writes
-		// only once it holds the Lease.
+		// only once it holds the Lease; with sharding, for the Clusters of
+		// the buckets it holds.
 		Follower: o.LeaderElection.LeaderElect,
+		Shards:   shardCfg,
 	})
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: v.upstream.CoreV1().Events("")})
 	return nil

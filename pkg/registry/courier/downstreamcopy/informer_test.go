@@ -44,7 +44,7 @@ func TestInformer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store := memstore.New[*courier.DownstreamCopy](tc.storeOptions...)
 			store.Replace(fixtures())
-			r := NewREST(store)
+			r := NewREST(store, nil)
 			ctx, cancel := context.WithTimeout(ctxIn(tc.namespace), time.Minute)
 			defer cancel()
 

@@ -37,8 +37,9 @@ var (
 	_ memstore.ContentEqualer[*courier.DownstreamCopy] = (*courier.DownstreamCopy)(nil)
 )
 
-// NewREST returns the storage of downstreamcopies, reading store.
-func NewREST(store *memstore.Store[*courier.DownstreamCopy]) *REST {
+// NewREST returns the storage of downstreamcopies, reading store; by
+// fills the Delivered-By column (nil: empty).
+func NewREST(store *memstore.Store[*courier.DownstreamCopy], by DeliveredBy) *REST {
 	return &REST{Resource: computed.New(store, computed.Spec[*courier.DownstreamCopy]{
 		GroupResource: courier.Resource("downstreamcopies"),
 		New:           func() *courier.DownstreamCopy { return &courier.DownstreamCopy{} },
@@ -46,7 +47,7 @@ func NewREST(store *memstore.Store[*courier.DownstreamCopy]) *REST {
 		FieldLabels:   v1alpha1.DownstreamCopyFieldLabels,
 		Fields:        selectableFields,
 		Columns:       columns,
-		Cells:         cells,
+		Cells:         cellsWith(by),
 		Kind:          "DownstreamCopy",
 		SingularName:  "downstreamcopy",
 		ShortNames:    []string{"dcp"},

@@ -54,7 +54,7 @@ func newTestREST(t *testing.T) (*REST, *memstore.Store[*courier.DownstreamCopy])
 	t.Helper()
 	store := memstore.New[*courier.DownstreamCopy](memstore.WithInitialResourceVersion(1000))
 	store.Replace(fixtures())
-	return NewREST(store), store
+	return NewREST(store, testDeliveredBy), store
 }
 
 func ctxIn(ns string) context.Context {
@@ -333,6 +333,14 @@ func TestWatch(t *testing.T) {
 	}
 }
 
+// testDeliveredBy names a replica per Cluster, as the Manager's view would.
+func testDeliveredBy(_, cluster string) string {
+	if cluster == "" {
+		return ""
+	}
+	return "courier-" + cluster
+}
+
 func TestConvertToTable(t *testing.T) {
 	r, _ := newTestREST(t)
 	ctx := ctxIn("")
@@ -341,7 +349,7 @@ func TestConvertToTable(t *testing.T) {
 		priority int32
 	}{
 		{"Name", 0}, {"HelmOp", 0}, {"Cluster", 0}, {"Kind", 0}, {"Source", 0}, {"Namespace", 0}, {"Phase", 0}, {"Age", 0},
-		{"Message", 1}, {"Synced-RV", 1},
+		{"Message", 1}, {"Synced-RV", 1}, {"Delivered-By", 1},
 	}
 	age := table.ConvertToHumanReadableDateType(created)
 	if age == "<unknown>" {
@@ -371,10 +379,10 @@ func TestConvertToTable(t *testing.T) {
 			wantCont:    "token",
 			wantHeaders: true,
 			wantRows: [][]interface{}{
-				{"app.c1.secret.s1", "app", "c1", "Secret", "s1", "apps", "Synced", age, "copied", "42"},
-				{"app.c2.configmap.cm1", "app", "c2", "ConfigMap", "cm1", "apps", "Forbidden", age, "", ""},
-				{"other.c1.secret.s1", "other", "c1", "Secret", "s1", "apps", "Pending", age, "", ""},
-				{"app.c1.secret.s2", "app", "c1", "Secret", "s2", "apps", "Synced", age, "", ""},
+				{"app.c1.secret.s1", "app", "c1", "Secret", "s1", "apps", "Synced", age, "copied", "42", "courier-c1"},
+				{"app.c2.configmap.cm1", "app", "c2", "ConfigMap", "cm1", "apps", "Forbidden", age, "", "", "courier-c2"},
+				{"other.c1.secret.s1", "other", "c1", "Secret", "s1", "apps", "Pending", age, "", "", "courier-c1"},
+				{"app.c1.secret.s2", "app", "c1", "Secret", "s2", "apps", "Synced", age, "", "", "courier-c1"},
 			},
 		},
 		{
@@ -383,14 +391,14 @@ func TestConvertToTable(t *testing.T) {
 			options:     &metav1.TableOptions{},
 			wantRV:      list.Items[0].ResourceVersion,
 			wantHeaders: true,
-			wantRows:    [][]interface{}{{"app.c1.secret.s1", "app", "c1", "Secret", "s1", "apps", "Synced", age, "copied", "42"}},
+			wantRows:    [][]interface{}{{"app.c1.secret.s1", "app", "c1", "Secret", "s1", "apps", "Synced", age, "copied", "42", "courier-c1"}},
 		},
 		{
 			name:     "no headers",
 			object:   &list.Items[1],
 			options:  &metav1.TableOptions{NoHeaders: true},
 			wantRV:   list.Items[1].ResourceVersion,
-			wantRows: [][]interface{}{{"app.c2.configmap.cm1", "app", "c2", "ConfigMap", "cm1", "apps", "Forbidden", age, "", ""}},
+			wantRows: [][]interface{}{{"app.c2.configmap.cm1", "app", "c2", "ConfigMap", "cm1", "apps", "Forbidden", age, "", "", "courier-c2"}},
 		},
 		{
 			name:        "nil table options",
@@ -398,14 +406,14 @@ func TestConvertToTable(t *testing.T) {
 			options:     (*metav1.TableOptions)(nil),
 			wantRV:      list.Items[1].ResourceVersion,
 			wantHeaders: true,
-			wantRows:    [][]interface{}{{"app.c2.configmap.cm1", "app", "c2", "ConfigMap", "cm1", "apps", "Forbidden", age, "", ""}},
+			wantRows:    [][]interface{}{{"app.c2.configmap.cm1", "app", "c2", "ConfigMap", "cm1", "apps", "Forbidden", age, "", "", "courier-c2"}},
 		},
 		{
 			name:        "bookmark",
 			object:      &courier.DownstreamCopy{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "77", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}},
 			wantRV:      "77",
 			wantHeaders: true,
-			wantRows:    [][]interface{}{{"", "", "", "", "", "", "", "<unknown>", "", ""}},
+			wantRows:    [][]interface{}{{"", "", "", "", "", "", "", "<unknown>", "", "", ""}},
 		},
 		{
 			name:        "empty list",
@@ -517,7 +525,7 @@ func TestWatchPinningClusterIsIndexed(t *testing.T) {
 		row("fleet-default", "app.c1.secret.s1", "app", "c1", "Secret", "s1", courier.CopyPhaseSynced, nil),
 		row("fleet-default", "app.c2.secret.s1", "app", "c2", "Secret", "s1", courier.CopyPhaseSynced, nil),
 	})
-	r := NewREST(store)
+	r := NewREST(store, nil)
 	ctx, cancel := context.WithCancel(ctxIn("fleet-default"))
 	defer cancel()
 	for _, tc := range []struct {

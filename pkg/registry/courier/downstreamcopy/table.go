@@ -19,9 +19,26 @@ var columns = []metav1.TableColumnDefinition{
 	{Name: "Age", Type: "string", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"]},
 	{Name: "Message", Type: "string", Priority: 1, Description: "Why the copy is in its phase, in words meant for people."},
 	{Name: "Synced-RV", Type: "string", Priority: 1, Description: "The source resourceVersion the downstream copy was made from."},
+	{Name: "Delivered-By", Type: "string", Priority: 1, Description: "Who writes the copy: the Courier replica holding the Cluster's bucket as the replica answering sees it (<none> while nobody does), agent for a pulled Cluster, leader without sharding. Read when the table is rendered, never stored."},
 }
 
-// cells returns one row's cells, in columns order.
+// DeliveredBy names who delivers to the Cluster namespace/name, for the
+// Delivered-By column; nil leaves the column empty.
+type DeliveredBy func(namespace, cluster string) string
+
+// cellsWith returns the cells function of the table, asking by who
+// delivers each row's Cluster.
+func cellsWith(by DeliveredBy) func(o *courier.DownstreamCopy, name, age string) []interface{} {
+	return func(o *courier.DownstreamCopy, name, age string) []interface{} {
+		deliverer := ""
+		if by != nil {
+			deliverer = by(o.Namespace, o.Spec.Cluster)
+		}
+		return append(cells(o, name, age), deliverer)
+	}
+}
+
+// cells returns one row's cells, in columns order, but for Delivered-By.
 func cells(o *courier.DownstreamCopy, name, age string) []interface{} {
 	return []interface{}{
 		name,

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/sharding"
+)
+
+// fakeShards holds the buckets a test says.
+type fakeShards struct {
+	mu   sync.Mutex
+	held map[int]bool
+}
+
+func (f *fakeShards) Owns(b int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held[b]
+}
+
+func (f *fakeShards) set(b int, held bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held[b] = held
+}
+
+const testBuckets = 64
+
+// sharded turns sharded delivery on for env's engine, holding no bucket.
+func sharded(env *testEnv) *fakeShards {
+	s := &fakeShards{held: map[int]bool{}}
+	env.e.cfg.Shards = &ShardConfig{Shards: s, Buckets: testBuckets, WriteTimeout: 5 * time.Second}
+	return s
+}
+
+// With sharding, the lease decides nothing: a replica writes for a
+// Cluster exactly while it holds the Cluster's bucket, and gaining the
+// bucket queues the Clusters in it, and only those.
+func TestShardedDeliveryFollowsBuckets(t *testing.T) {
+	down := newFakeCluster(true, targetNamespace)
+	db := srcSecret("db", "7")
+	env := newEnv(t, down, db)
+	shards := sharded(env)
+	env.e.SetLeading(true) // ignored with sharding
+	r := rowOf(db)
+	if err := env.reconcile(r); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if w := writes(down.kube.Actions()); len(w) != 0 {
+		t.Fatalf("a replica not holding the bucket wrote %q", actionStrings(w))
+	}
+	want := copycontract.Status{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the replica holding its bucket writes it"}
+	checkStatus(t, "observed row", env.mustStatus(r), want)
+	b := sharding.Bucket(fleetNS, "c1", testBuckets)
+	drain(env.e.queue)
+	shards.set(b, true)
+	env.e.BucketsChanged([]int{b}, nil)
+	for _, key := range drain(env.e.queue) {
+		ns, name := copycontract.SplitKey(key)
+		if sharding.Bucket(ns, name, testBuckets) != b {
+			t.Errorf("gaining bucket %d queued %s of another bucket", b, key)
+		}
+	}
+	down.kube.ClearActions()
+	if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
+		t.Fatalf("reconcile as owner: %v", err)
+	}
+	checkActions(t, "owner's writes", actionStrings(writes(down.kube.Actions())), []string{"create namespaces apps", "create secrets apps/db"})
+}
+
+// Losing a bucket returns only once the write in flight for it has
+// finished, and no write starts after.
+func TestLostBucketWaitsForWritesInFlight(t *testing.T) {
+	down := newFakeCluster(true, targetNamespace)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	down.kube.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		once.Do(func() { close(entered) })
+		<-release
+		return false, nil, nil
+	})
+	db := srcSecret("db", "7")
+	env := newEnv(t, down, db, srcSecret("api", "8"))
+	shards := sharded(env)
+	b := sharding.Bucket(fleetNS, "c1", testBuckets)
+	shards.set(b, true)
+	env.setDesired(rowFor("app", "c1", "Secret", "db", "7", courier.CopyPhasePending),
+		rowFor("app", "c1", "Secret", "api", "8", courier.CopyPhasePending))
+	passDone := make(chan struct{})
+	go func() { _ = env.e.reconcileCluster(env.ctx, clusterKey); close(passDone) }()
+	<-entered
+	shards.set(b, false) // the Manager turns Owns false before telling
+	acked := make(chan struct{})
+	go func() { env.e.BucketsChanged(nil, []int{b}); close(acked) }()
+	select {
+	case <-acked:
+		t.Fatal("the loss was acknowledged while a write was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-acked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loss was not acknowledged after the write finished")
+	}
+	<-passDone
+	creates := 0
+	for _, a := range down.kube.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "secrets" {
+			creates++
+		}
+	}
+	if creates != 1 {
+		t.Errorf("secret creates = %d, want 1 (the one in flight; none after the loss)", creates)
+	}
+}
