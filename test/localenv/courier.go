@@ -391,7 +391,8 @@ spec:
 // Stop stops the Courier process (SIGTERM, then SIGKILL after
 // courierStopGrace, which covers Courier's drain of in-flight copies). The
 // APIService stays registered and turns unavailable.
-func (c *Courier) Stop() { c.proc.stop() }
+// It reports whether Courier exited on SIGTERM alone, before the grace ran out.
+func (c *Courier) Stop() (exitedOnItsOwn bool) { return c.proc.stop() }
 
 // Binary is the Courier binary this process runs.
 func (c *Courier) Binary() string { return c.proc.path }

@@ -226,16 +226,16 @@ func (e *Env) Stop() {
 	procs := e.procs
 	e.mu.Unlock()
 
-	// Agents first: their watches through the aggregator would hold
-	// Courier's graceful shutdown open.
+	// Agents first, so that they do not reconnect and retry against a
+	// Courier that is going away.
 	var aw sync.WaitGroup
 	for _, a := range agents {
-		aw.Go(a.proc.stop)
+		aw.Go(func() { a.proc.stop() })
 	}
 	aw.Wait()
 	var cw sync.WaitGroup
 	for _, c := range couriers {
-		cw.Go(c.proc.stop)
+		cw.Go(func() { c.proc.stop() })
 	}
 	cw.Wait()
 	for _, b := range balancers {
@@ -244,7 +244,7 @@ func (e *Env) Stop() {
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		if p != e.etcd {
-			wg.Go(p.stop)
+			wg.Go(func() { p.stop() })
 		}
 	}
 	wg.Wait()

@@ -114,10 +114,10 @@ func (p *process) exited() (bool, error) {
 // stop sends SIGTERM to the process group, then SIGKILL after stopGrace,
 // and returns once the process has been reaped. Safe to call repeatedly and
 // on a process that never started.
-func (p *process) stop() {
+func (p *process) stop() (exitedOnItsOwn bool) {
 	cmd, done, ok := p.running()
 	if !ok {
-		return
+		return true
 	}
 	pgid := cmd.Process.Pid // Setpgid: the group id is the leader's pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -127,11 +127,13 @@ func (p *process) stop() {
 	}
 	select {
 	case <-done:
+		return true
 	case <-time.After(grace):
 		// The leader has not been reaped, so the group id cannot have been
 		// reused by an unrelated process.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-done
+		return false
 	}
 }
 

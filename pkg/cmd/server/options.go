@@ -68,6 +68,10 @@ type Options struct {
 	// SummaryWindow is the most often a downstreamcopysummary is
 	// recomputed (pkg/copysummary): once per window.
 	SummaryWindow time.Duration
+	// ShutdownWatchTerminationGracePeriod is how long, on SIGTERM, the
+	// server waits for the watches it serves to end once it has told them
+	// to (the generic server's option of the same name).
+	ShutdownWatchTerminationGracePeriod time.Duration
 	// AgentNamespace is where ServiceAccounts are looked up downstream.
 	AgentNamespace string
 	// RequireServiceAccount refuses to copy for a HelmOp with no
@@ -106,19 +110,20 @@ func NewOptions(out, errOut io.Writer) *Options {
 	ro.Features.EnablePriorityAndFairness = false
 	ro.SecureServing.BindPort = 8443
 	return &Options{
-		RecommendedOptions:       ro,
-		ComponentGlobalsRegistry: newComponentGlobalsRegistry(),
-		Logs:                     logs.NewOptions(),
-		AlternateDNS:             []string{"courier-api.courier-system.svc"},
-		CopyWorkers:              engine.DefaultWorkers,
-		SummaryWindow:            copysummary.DefaultWindow,
-		AgentNamespace:           fleetv1alpha1.SystemNamespace,
-		AgentReportNamespace:     "courier-system",
-		DenySensitiveExports:     true,
-		LeaderElection:           defaultLeaderElection(),
-		Shards:                   defaultShardOptions(),
-		StdOut:                   out,
-		StdErr:                   errOut,
+		RecommendedOptions:                  ro,
+		ComponentGlobalsRegistry:            newComponentGlobalsRegistry(),
+		Logs:                                logs.NewOptions(),
+		AlternateDNS:                        []string{"courier-api.courier-system.svc"},
+		CopyWorkers:                         engine.DefaultWorkers,
+		SummaryWindow:                       copysummary.DefaultWindow,
+		ShutdownWatchTerminationGracePeriod: defaultWatchTermination,
+		AgentNamespace:                      fleetv1alpha1.SystemNamespace,
+		AgentReportNamespace:                "courier-system",
+		DenySensitiveExports:                true,
+		LeaderElection:                      defaultLeaderElection(),
+		Shards:                              defaultShardOptions(),
+		StdOut:                              out,
+		StdErr:                              errOut,
 	}
 }
 
@@ -129,6 +134,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.RecommendedOptions.AddFlags(fss.FlagSet("generic"))
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
+	fss.FlagSet("generic").DurationVar(&o.ShutdownWatchTerminationGracePeriod, "shutdown-watch-termination-grace-period", o.ShutdownWatchTerminationGracePeriod,
+		"On SIGTERM, every watch this server serves is ended (clients such as courier-agents and kubectl wait reconnect, through the Service, to another replica), and the server waits at most this long for them to drain before it stops. Zero leaves watches open until the shutdown timeout (60s), which holds a rolling update back.")
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
 	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
@@ -151,6 +158,11 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.Shards.addFlags(fss.FlagSet("sharded delivery"))
 	return fss
 }
+
+// defaultWatchTermination bounds how long a SIGTERM waits for the watches
+// it ended to drain: they end at once, so this is only the margin for
+// their last writes.
+const defaultWatchTermination = 5 * time.Second
 
 // newComponentGlobalsRegistry returns a registry whose "kube" component is
 // the Kubernetes libraries Courier is built with. The default registry
@@ -180,6 +192,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CopyWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--copy-workers must be at least 1, got %d", o.CopyWorkers))
+	}
+	if o.ShutdownWatchTerminationGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-watch-termination-grace-period must not be negative, got %s", o.ShutdownWatchTerminationGracePeriod))
 	}
 	if o.SummaryWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--summary-window must be positive, got %s", o.SummaryWindow))
@@ -212,5 +227,10 @@ func (o *Options) ServerConfig() (*genericapiserver.RecommendedConfig, error) {
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
+	// Without it, a watch through the aggregator (every courier-agent holds
+	// one) keeps its HTTP/2 stream open after SIGTERM, and the server's
+	// shutdown waits for the stream until its 60 s timeout: a rolling
+	// update stalled, and the agents were not told to move on.
+	cfg.ShutdownWatchTerminationGracePeriod = o.ShutdownWatchTerminationGracePeriod
 	return cfg, nil
 }
