@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -97,16 +96,7 @@ type Liveness struct {
 // NewLivenessInformer returns an informer of the digests in namespace,
 // selected by LivenessLabel.
 func NewLivenessInformer(client kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
-	inf := corev1informers.NewFilteredConfigMapInformer(client, namespace, resync, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.LabelSelector = LivenessLabel + "=true"
-	})
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		if m, ok := obj.(metav1.Object); ok {
-			m.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
-	return inf
+	return labelledConfigMaps(client, namespace, LivenessLabel, resync)
 }
 
 // NewLiveness returns a Liveness over o.Informer.

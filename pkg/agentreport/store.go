@@ -102,8 +102,14 @@ type batch struct {
 // NewInformer returns an informer of the report ConfigMaps in namespace,
 // selected by Label: Courier never caches other ConfigMaps in full.
 func NewInformer(client kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
+	return labelledConfigMaps(client, namespace, Label, resync)
+}
+
+// labelledConfigMaps is an informer of the ConfigMaps in namespace that
+// carry label=true, without their managed fields.
+func labelledConfigMaps(client kubernetes.Interface, namespace, label string, resync time.Duration) cache.SharedIndexInformer {
 	inf := corev1informers.NewFilteredConfigMapInformer(client, namespace, resync, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.LabelSelector = Label + "=true"
+		o.LabelSelector = label + "=true"
 	})
 	_ = inf.SetTransform(func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {

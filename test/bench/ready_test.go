@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
@@ -93,9 +92,7 @@ type readyPair struct{ ready, last time.Duration }
 // fastCourier is a client of Courier's API through the aggregator whose
 // rate limiter never delays the bench's reads.
 func fastCourier(t *testing.T) versioned.Interface {
-	cfg := rest.CopyConfig(env.Upstream.Config)
-	cfg.QPS, cfg.Burst = 1000, 2000
-	c, err := versioned.NewForConfig(cfg)
+	c, err := versioned.NewForConfig(fastConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
