@@ -40,9 +40,10 @@ const retryDelay = time.Second
 //
 // Nothing flushes until the initial events of a watch have all arrived, so a
 // summary never shows part of a relist; nor, once a flush falls due, until
-// the events seen reach the row store's current version, so a summary never
-// shows part of one change of several rows (an Upsert is atomic for its
-// readers, but its events reach a watcher one by one). A watch the row store closes (a
+// the events seen reach the row store's version at that moment, and then
+// at exactly that event, so a summary never shows part of one change of
+// several rows (an Upsert is atomic for its readers, but its events reach
+// a watcher one by one). A watch the row store closes (a
 // watcher that fell behind) is resumed from the last resource version seen;
 // when the store's history no longer reaches back to it, the Summarizer
 // lists again and forgets the rows the new list lacks.
@@ -140,7 +141,15 @@ func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) s
 	}
 	var timer *time.Timer
 	var fire <-chan time.Time
-	var due time.Time // when a flush fell due; zero when none is
+	// target is, once a flush fell due, the row store's resource version
+	// then: the flush waits until the watch has delivered every event up
+	// to it, and happens at that event. The store applies each Upsert or
+	// Delete under one lock, so its version is always the end of one, and
+	// the summaries are computed from a state the rows really had, never
+	// from part of one change of several rows. The target does not move,
+	// so a stream of later writes cannot hold the flush back.
+	var target uint64
+	due := false
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -160,27 +169,23 @@ func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) s
 			}
 			rv = s.apply(ev, rv, &seen)
 		case <-fire:
-			fire, due = nil, time.Now()
+			fire, due, target = nil, true, s.rows.ResourceVersion()
 		}
-		if !due.IsZero() && s.flushable(rv, due) {
+		if due && reached(rv, target) {
 			s.flush()
-			due = time.Time{}
+			due = false
 		}
-		if fire == nil && due.IsZero() && seen == nil && len(s.dirty) > 0 {
+		if fire == nil && !due && seen == nil && len(s.dirty) > 0 {
 			timer = time.NewTimer(max(0, s.lastFlush.Add(s.window).Sub(time.Now())))
 			fire = timer.C
 		}
 	}
 }
 
-// flushable says whether a flush that fell due may happen now: when the
-// last row event seen (rv) is of the row store's current version, so that
-// the summaries are computed from a state the rows really had, never from
-// part of one change of several rows. Under a stream of row writes that
-// never lets it catch up, it flushes anyway a window after it fell due.
-func (s *Summarizer) flushable(rv string, due time.Time) bool {
+// reached says whether the last row event seen (rv) is at or past target.
+func reached(rv string, target uint64) bool {
 	seen, err := strconv.ParseUint(rv, 10, 64)
-	return err != nil || seen >= s.rows.ResourceVersion() || time.Since(due) >= s.window
+	return err != nil || seen >= target
 }
 
 // apply records one row event and returns the resource version it carries.
