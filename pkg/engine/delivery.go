@@ -137,8 +137,10 @@ func (e *Engine) beginWrite(ctx context.Context, clusterKey string) (_ context.C
 // once no write for their Clusters is in flight (each is bounded by
 // WriteTimeout; passes over them go on observing and write nothing more),
 // which acknowledges the loss. Each Cluster of a gained bucket is queued
-// for a whole pass: the caches are warm, as every replica observes every
-// Cluster, so current copies cost no request.
+// for a whole pass, with its retry backoff forgotten: failures counted
+// while another replica delivered (or before a hand-over) must not delay
+// the new owner's retries by up to MaxBackoff. The caches are warm, as
+// every replica observes every Cluster, so current copies cost no request.
 func (e *Engine) BucketsChanged(gained, lost []int) {
 	if len(lost) > 0 {
 		e.gate.mu.Lock()
@@ -164,6 +166,7 @@ func (e *Engine) BucketsChanged(gained, lost []int) {
 	for _, c := range clusters {
 		key := c.Namespace + "/" + c.Name
 		if want[e.bucketOf(key)] {
+			e.queue.Forget(key)
 			e.queueWhole(key)
 		}
 	}

@@ -121,3 +121,38 @@ func TestLostBucketWaitsForWritesInFlight(t *testing.T) {
 		t.Errorf("secret creates = %d, want 1 (the one in flight; none after the loss)", creates)
 	}
 }
+
+// Gaining a bucket forgets the retry backoff its Clusters built up before
+// (failures counted while another replica delivered), so the new owner's
+// first retry comes after the base delay, not after up to MaxBackoff; a
+// Cluster of a bucket not gained keeps its count (the control).
+func TestGainedBucketForgetsBackoff(t *testing.T) {
+	down := newFakeCluster(true, targetNamespace)
+	db := srcSecret("db", "7")
+	env := newEnv(t, down, db)
+	shards := sharded(env)
+	if err := env.reconcile(rowOf(db)); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	drain(env.e.queue)
+	const other = "fleet-default/elsewhere"
+	for range 8 {
+		env.e.queue.AddRateLimited(clusterKey)
+		env.e.queue.AddRateLimited(other)
+	}
+	if n := env.e.queue.NumRequeues(clusterKey); n != 8 {
+		t.Fatalf("NumRequeues = %d before the gain, want 8", n)
+	}
+	b := sharding.Bucket(fleetNS, "c1", testBuckets)
+	if ns, name := copycontract.SplitKey(other); sharding.Bucket(ns, name, testBuckets) == b {
+		t.Fatalf("the control %s hashes into bucket %d too", other, b)
+	}
+	shards.set(b, true)
+	env.e.BucketsChanged([]int{b}, nil)
+	if n := env.e.queue.NumRequeues(clusterKey); n != 0 {
+		t.Errorf("NumRequeues of %s = %d after its bucket was gained, want 0", clusterKey, n)
+	}
+	if n := env.e.queue.NumRequeues(other); n != 8 {
+		t.Errorf("NumRequeues of %s (bucket not gained) = %d, want 8", other, n)
+	}
+}

@@ -110,7 +110,9 @@ func (e *Engine) writeFailed(cluster *fleet.Cluster, doing string, err error) ou
 		return outcome{fatal: err, reason: "Unreachable", status: copycontract.Status{Phase: courier.CopyPhaseUnreachable,
 			Message: fmt.Sprintf("cluster %s is unreachable: %s: %v", cluster.Name, doing, err)}}
 	case errors.Is(err, errHandedOver):
-		return outcome{retry: true, status: copycontract.Status{Phase: courier.CopyPhasePending,
+		// Not this replica's to retry: if its bucket comes back,
+		// BucketsChanged queues the Cluster with its backoff reset.
+		return outcome{status: copycontract.Status{Phase: courier.CopyPhasePending,
 			Message: fmt.Sprintf("%s in cluster %s: %v", doing, cluster.Name, err)}}
 	case apierrors.IsForbidden(err):
 		copiesTotal.WithLabelValues("failed", "Forbidden").Inc()

@@ -130,17 +130,22 @@ func (m *Manager) acquireDesired(ctx context.Context, now time.Time, members []s
 }
 
 // acquire takes bucket b's Lease if it is free as this replica observes
-// it: missing (created), released (no holder), or not seen renewed for its
-// duration. A Lease naming this replica's identity that this process does
-// not hold counts as another's (a previous process, or a duplicate): it is
-// waited out like any other. The update carries the observed
-// resourceVersion, so a renewal this replica has not seen yet wins.
+// it: missing (created), released (no holder), not seen renewed for its
+// duration, or naming this replica's own identity. The last is a term
+// this process let lapse, or one its previous process left when it was
+// killed: identities are unique among live replicas (the Pod name), and a
+// container is restarted only once its previous process is gone, so no
+// other writer can hold that term. client-go's leader election takes back
+// a Lease naming its identity the same way; waiting it out instead kept a
+// restarted replica from delivering for a whole lease. The update carries
+// the observed resourceVersion, so a renewal this replica has not seen
+// yet wins.
 func (m *Manager) acquire(ctx context.Context, now time.Time, b int) bool {
 	name := bucketLeaseName(b)
 	obs, seen := m.buckets.get(name)
 	var next *coordinationv1.Lease
 	if seen {
-		if obs.holder() != "" && !obs.expired(now, m.cfg.LeaseDuration) {
+		if h := obs.holder(); h != "" && h != m.cfg.Identity && !obs.expired(now, m.cfg.LeaseDuration) {
 			return false
 		}
 		next = obs.lease.DeepCopy()

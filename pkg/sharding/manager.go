@@ -139,7 +139,7 @@ func (m *Manager) Holder(bucket int) string {
 	if h := obs.holder(); h != m.cfg.Identity {
 		return h
 	}
-	return "" // a previous process of this replica's name, being waited out
+	return "" // a term of this replica's name it does not hold: taken back at its next pass
 }
 
 // Buckets is how many buckets Clusters hash into.

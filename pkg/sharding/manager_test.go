@@ -230,23 +230,32 @@ func TestSuccessorWaitsAFullLeaseDuration(t *testing.T) {
 	}
 }
 
-// TestOwnIdentityFromAnotherProcessIsWaitedOut: a Lease naming this
-// identity but not held by this process (the previous process of the same
-// Pod name, or a duplicate) is not assumed; it is taken after expiry.
-func TestOwnIdentityFromAnotherProcessIsWaitedOut(t *testing.T) {
+// TestOwnIdentityIsTakenBack: Leases naming this identity, left by a
+// previous process that was killed without releasing them, are taken back
+// at the first pass, each as a new term; another identity's unexpired
+// Lease (the control) is still waited out.
+func TestOwnIdentityIsTakenBack(t *testing.T) {
 	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
 	old := newTestManager(t, store, clk, "courier-0", nil)
 	old.step(context.Background())
-	store.subs = nil // the old process is gone
+	if len(old.Held()) != DefaultBuckets {
+		t.Fatalf("first process holds %d buckets", len(old.Held()))
+	}
+	// Bucket 5 changes hands to a live replica before the crash: not ours.
+	l, _ := store.Get(context.Background(), bucketLeaseName(5), metav1.GetOptions{})
+	l.Spec.HolderIdentity = ptr.To("courier-1")
+	if _, err := store.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store.subs = nil // the old process is gone, killed: nothing released
 	restarted := newTestManager(t, store, clk, "courier-0", nil)
 	restarted.step(context.Background())
-	if len(restarted.Held()) != 0 {
-		t.Fatalf("restarted process assumed %v", restarted.Held())
+	held := restarted.Held()
+	if len(held) != DefaultBuckets-1 || slices.Contains(held, 5) {
+		t.Fatalf("restarted process holds %v, want every bucket but 5 (courier-1's, unexpired)", held)
 	}
-	advance(clk, DefaultLeaseDuration)
-	restarted.step(context.Background())
-	if len(restarted.Held()) != DefaultBuckets {
-		t.Fatalf("after expiry holds %d buckets", len(restarted.Held()))
+	if term, _ := restarted.Term(0); term.Holder != "courier-0" || term.Transitions != 1 {
+		t.Errorf("bucket 0 term %+v, want courier-0 in a new term (transitions 1)", term)
 	}
 }
 

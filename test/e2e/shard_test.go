@@ -159,7 +159,8 @@ func (f *shardFleet) killMidFanout(t *testing.T) {
 	noOverlap(t, after)
 	f.replicas = survivors
 	// Back to three for the next part: the victim's Pod comes back under
-	// its name and waits out its old Leases like any other replica.
+	// its name; the survivors hold its old buckets by now, and it gets its
+	// share back by rendezvous and release, like any new member.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := victim.Start(ctx); err != nil {
