@@ -29,6 +29,7 @@ import (
 	"github.com/courier-dev/courier/pkg/agentauth"
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copyspec"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
@@ -212,7 +213,7 @@ func TestPayloadServed(t *testing.T) {
 		if err := json.Unmarshal(body, &cm); err != nil {
 			t.Fatal(err)
 		}
-		if cm.APIVersion != "v1" || cm.Kind != "ConfigMap" || cm.Data["k"] != "v" || cm.Annotations["courier.dev/cluster"] != "edge1" {
+		if cm.APIVersion != "v1" || cm.Kind != "ConfigMap" || cm.Data["k"] != "v" || cm.Labels["courier.dev/cluster-hash"] != copyspec.ClusterHash("up", "fleet-default", "edge1") {
 			t.Errorf("payload: %s", body)
 		}
 	})

@@ -70,10 +70,28 @@ func configMapContentEqual(cur, want *corev1.ConfigMap) bool {
 }
 
 // metaEqual compares labels and annotations; maps.Equal treats nil and
-// empty maps as equal.
+// empty maps as equal. LegacyAnnotationCluster on cur is ignored unless
+// want has it too (AdoptWriter): copies written before it was dropped are
+// not rewritten only to remove it.
 func metaEqual(cur, want metav1.Object) bool {
 	return maps.Equal(cur.GetLabels(), want.GetLabels()) &&
-		maps.Equal(cur.GetAnnotations(), want.GetAnnotations())
+		annotationsEqual(cur.GetAnnotations(), want.GetAnnotations())
+}
+
+func annotationsEqual(cur, want map[string]string) bool {
+	_, legacy := cur[LegacyAnnotationCluster]
+	if _, wanted := want[LegacyAnnotationCluster]; !legacy || wanted {
+		return maps.Equal(cur, want)
+	}
+	if len(cur)-1 != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if cv, ok := cur[k]; !ok || cv != v {
+			return false
+		}
+	}
+	return true
 }
 
 func bytesMapEqual(a, b map[string][]byte) bool {

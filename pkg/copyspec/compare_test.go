@@ -56,6 +56,21 @@ func TestSecretUpToDate(t *testing.T) {
 		{"annotation missing", nil, func(s *corev1.Secret) { delete(s.Annotations, "note") }, false},
 		{"source resource version differs", nil, func(s *corev1.Secret) { s.Annotations[AnnotationSourceResourceVersion] = "41" }, false},
 		{"keep differs", nil, func(s *corev1.Secret) { s.Annotations[AnnotationKeep] = "true" }, false},
+		// Copies written before the legacy annotation was dropped are not
+		// rewritten only to remove it; anything else beside it still is.
+		{"legacy cluster annotation left on the copy", nil, func(s *corev1.Secret) { s.Annotations[LegacyAnnotationCluster] = "c1" }, true},
+		{"legacy annotation and another extra", nil, func(s *corev1.Secret) {
+			s.Annotations[LegacyAnnotationCluster] = "c1"
+			s.Annotations["added"] = "downstream"
+		}, false},
+		{"legacy annotation and one missing", nil, func(s *corev1.Secret) {
+			s.Annotations[LegacyAnnotationCluster] = "c1"
+			delete(s.Annotations, "note")
+		}, false},
+		{"legacy annotation wanted (adopted) but absent", func(s *corev1.Secret) { s.Annotations[LegacyAnnotationCluster] = "c1" },
+			func(s *corev1.Secret) { delete(s.Annotations, LegacyAnnotationCluster) }, false},
+		{"legacy annotation wanted, another value", func(s *corev1.Secret) { s.Annotations[LegacyAnnotationCluster] = "c1" },
+			func(s *corev1.Secret) { s.Annotations[LegacyAnnotationCluster] = "c2" }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

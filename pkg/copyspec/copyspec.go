@@ -49,11 +49,15 @@ const (
 	// AnnotationKeep is "true" on a copy written under keepResources: removal
 	// sweeps leave it alone, even after the HelmOp is gone. Absent otherwise.
 	AnnotationKeep = "courier.dev/keep-resources"
-	// AnnotationCluster names the Fleet Cluster (in the HelmOp's namespace)
-	// the copy was written for. Several Cluster objects may reach one
-	// kube-apiserver; the sweep for one of them must leave the copies made
-	// for the others alone.
-	AnnotationCluster = "courier.dev/cluster"
+	// LegacyAnnotationCluster named the Fleet Cluster (in the HelmOp's
+	// namespace) a copy was written for, before LabelClusterHash did the
+	// same job. It is no longer written: every write of a copy paid for
+	// the extra key in the kube-apiserver (validation, managed fields,
+	// encoding; docs/benchmarks.md). It is still read on copies that have
+	// no LabelClusterHash yet, ignored when comparing a copy with what it
+	// should be (so an upgrade rewrites nothing), and gone after the
+	// copy's next write.
+	LegacyAnnotationCluster = "courier.dev/cluster"
 	// LabelClusterHash is ClusterHash of the Fleet Cluster the copy was
 	// written for (DESIGN §1), so that each Cluster's downstream watch
 	// selects only its own copies (ClusterSelector): with a thousand Clusters
@@ -199,7 +203,6 @@ func copyMeta(src metav1.Object, ns string, o Owner) metav1.ObjectMeta {
 	a[AnnotationUpstream] = o.UpstreamID
 	a[AnnotationSourceResourceVersion] = src.GetResourceVersion()
 	if o.Cluster != "" {
-		a[AnnotationCluster] = o.Cluster
 		l[LabelClusterHash] = ClusterHash(o.UpstreamID, o.HelmOp.Namespace, o.Cluster)
 	}
 	if o.Keep {
@@ -286,16 +289,29 @@ func ClaimedOwner(obj metav1.Object) (Claim, bool) {
 		strings.Contains(name, "/") || l[LabelOwner] != OwnerHash(upstream, nn) {
 		return Claim{}, false
 	}
-	return Claim{UpstreamID: upstream, HelmOp: nn, Cluster: a[AnnotationCluster], Keep: a[AnnotationKeep] == "true"}, true
+	return Claim{UpstreamID: upstream, HelmOp: nn, clusterHash: l[LabelClusterHash], legacyCluster: a[LegacyAnnotationCluster],
+		Keep: a[AnnotationKeep] == "true"}, true
 }
 
 // Claim is what a managed copy says about its owner.
 type Claim struct {
 	UpstreamID string
 	HelmOp     types.NamespacedName
-	// Cluster is empty on copies that do not name one.
-	Cluster string
-	Keep    bool
+	Keep       bool
+	// clusterHash is the copy's LabelClusterHash; legacyCluster its
+	// LegacyAnnotationCluster, read only when it has no hash.
+	clusterHash, legacyCluster string
+}
+
+// WrittenFor reports whether the copy was written for the Fleet Cluster
+// namespace/name (in the claimed upstream): its cluster hash is that
+// Cluster's, or, on a copy without one, its legacy annotation names it. A
+// copy naming no Cluster was written for none.
+func (c Claim) WrittenFor(namespace, name string) bool {
+	if c.clusterHash != "" {
+		return c.clusterHash == ClusterHash(c.UpstreamID, namespace, name)
+	}
+	return c.legacyCluster != "" && c.legacyCluster == name
 }
 
 // AdoptWriter makes want keep the Cluster that cur names, when cur is this
@@ -303,18 +319,25 @@ type Claim struct {
 // Several Clusters may reach one kube-apiserver; a copy any of them wrote
 // with the right content is current for all of them, and a write for one of
 // them must not rename the copy (or change its keep marker), or each would
-// rewrite it in turn. want is changed in place; cur is not.
+// rewrite it in turn. The writer is named by cur's LabelClusterHash, or on
+// a copy without one by its LegacyAnnotationCluster. want is changed in
+// place; cur is not.
 func AdoptWriter(want, cur metav1.Object) {
-	ca := cur.GetAnnotations()
-	writer, ok := ca[AnnotationCluster]
 	wa, wl := want.GetAnnotations(), want.GetLabels()
-	if !ok || writer == "" || writer == wa[AnnotationCluster] || wa == nil || wl == nil {
+	if wa == nil || wl == nil {
 		return
 	}
-	wa[AnnotationCluster] = writer
-	if h, ok := cur.GetLabels()[LabelClusterHash]; ok {
+	cl, ca := cur.GetLabels(), cur.GetAnnotations()
+	if h, ok := cl[LabelClusterHash]; ok {
+		if h == "" || h == wl[LabelClusterHash] {
+			return
+		}
 		wl[LabelClusterHash] = h
 	} else {
+		if !writtenForAnother(ca, wl) {
+			return
+		}
+		wa[LegacyAnnotationCluster] = ca[LegacyAnnotationCluster]
 		delete(wl, LabelClusterHash) // relabelled by its own Cluster's pass
 	}
 	if ca[AnnotationKeep] == "true" {
@@ -322,6 +345,21 @@ func AdoptWriter(want, cur metav1.Object) {
 	} else {
 		delete(wa, AnnotationKeep)
 	}
+}
+
+// writtenForAnother reports whether a copy without a cluster hash names,
+// in its legacy annotation, a Cluster other than the one whose hash the
+// labels wl carry.
+func writtenForAnother(curAnnotations, wl map[string]string) bool {
+	writer := curAnnotations[LegacyAnnotationCluster]
+	if writer == "" {
+		return false
+	}
+	ns, _, _ := strings.Cut(curAnnotations[AnnotationHelmOp], "/")
+	if b, ok := curAnnotations[AnnotationBundle]; ok {
+		ns, _, _ = strings.Cut(b, "/")
+	}
+	return ClusterHash(curAnnotations[AnnotationUpstream], ns, writer) != wl[LabelClusterHash]
 }
 
 // FleetCopySelector selects Fleet's own copies: every object with

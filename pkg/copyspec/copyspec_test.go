@@ -299,13 +299,51 @@ func TestOwnershipOf(t *testing.T) {
 
 func TestClaimedOwnerCluster(t *testing.T) {
 	o := Owner{UpstreamID: "up-1", HelmOp: helmOp, Cluster: "c1"}
-	c, ok := ClaimedOwner(Secret(&corev1.Secret{}, "apps", o))
-	if !ok || c.Cluster != "c1" {
-		t.Fatalf("ClaimedOwner() = %+v, %v; want cluster c1", c, ok)
+	labelled := Secret(&corev1.Secret{}, "apps", o)
+	if _, ok := labelled.Annotations[LegacyAnnotationCluster]; ok {
+		t.Errorf("a new copy carries the legacy annotation %s", LegacyAnnotationCluster)
+	}
+	legacy := labelled.DeepCopy() // as written before the cluster hash
+	delete(legacy.Labels, LabelClusterHash)
+	legacy.Annotations[LegacyAnnotationCluster] = "c1"
+	naming := func(cluster string) func(metav1.Object) {
+		return func(obj metav1.Object) { obj.GetAnnotations()[LegacyAnnotationCluster] = cluster }
+	}
+	both := labelled.DeepCopy() // hash and a stale legacy annotation: the hash decides
+	naming("c2")(both)
+	tests := []struct {
+		name    string
+		copy    *corev1.Secret
+		cluster string
+		want    bool
+	}{
+		{"labelled, its Cluster", labelled, "c1", true},
+		{"labelled, another Cluster", labelled, "c2", false},
+		{"labelled, same name in another namespace", labelled, "c1@other-ns", false},
+		{"legacy, its Cluster", legacy, "c1", true},
+		{"legacy, another Cluster", legacy, "c2", false},
+		{"hash and legacy annotation disagree: the hash", both, "c1", true},
+		{"hash and legacy annotation disagree: not the annotation's", both, "c2", false},
+		{"naming no Cluster", Secret(&corev1.Secret{}, "apps", Owner{UpstreamID: "up-1", HelmOp: helmOp}), "c1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := ClaimedOwner(tt.copy)
+			if !ok {
+				t.Fatal("not claimed")
+			}
+			ns, name := helmOp.Namespace, tt.cluster
+			if n, other, found := strings.Cut(tt.cluster, "@"); found {
+				ns, name = other, n
+			}
+			if got := c.WrittenFor(ns, name); got != tt.want {
+				t.Errorf("WrittenFor(%s/%s) = %v, want %v", ns, name, got, tt.want)
+			}
+		})
 	}
 	// A source cannot name a cluster for its copies.
-	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationCluster: "c9"}}}
-	if got := Secret(src, "apps", Owner{UpstreamID: "up-1", HelmOp: helmOp}).Annotations[AnnotationCluster]; got != "" {
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{LegacyAnnotationCluster: "c9"}}}
+	if got := Secret(src, "apps", Owner{UpstreamID: "up-1", HelmOp: helmOp}).Annotations[LegacyAnnotationCluster]; got != "" {
 		t.Fatalf("cluster annotation taken from the source: %q", got)
 	}
 }
@@ -404,6 +442,12 @@ func TestAdoptWriter(t *testing.T) {
 	forC := func(cluster string, keep bool) *corev1.Secret {
 		return Secret(src, "apps", Owner{UpstreamID: "up-1", HelmOp: op, Cluster: cluster, Keep: keep})
 	}
+	legacyC := func(cluster string) *corev1.Secret { // written before the cluster hash
+		s := forC(cluster, false)
+		delete(s.Labels, LabelClusterHash)
+		s.Annotations[LegacyAnnotationCluster] = cluster
+		return s
+	}
 	tests := []struct {
 		name      string
 		want, cur *corev1.Secret
@@ -414,9 +458,10 @@ func TestAdoptWriter(t *testing.T) {
 		{"and its lack of one", forC("c2", true), forC("c1", false), forC("c1", false)},
 		{"own copy: nothing adopted", forC("c1", true), forC("c1", false), forC("c1", true)},
 		{"copy naming no Cluster: nothing adopted", forC("c2", false), forC("", false), forC("c2", false)},
-		{"unlabelled copy of another Cluster: the label is left to it", forC("c2", false),
-			func() *corev1.Secret { s := forC("c1", false); delete(s.Labels, LabelClusterHash); return s }(),
-			func() *corev1.Secret { s := forC("c1", false); delete(s.Labels, LabelClusterHash); return s }()},
+		{"legacy copy of another Cluster: its annotation adopted, the label left to it", forC("c2", false), legacyC("c1"), legacyC("c1")},
+		{"legacy copy of its own Cluster: nothing adopted, relabelled", forC("c1", false), legacyC("c1"), forC("c1", false)},
+		{"labelled copy of another Cluster with a stale legacy annotation: the hash decides", forC("c2", false),
+			func() *corev1.Secret { s := forC("c1", false); s.Annotations[LegacyAnnotationCluster] = "c1"; return s }(), forC("c1", false)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -146,7 +146,6 @@ func TestReconcileCreatesCopy(t *testing.T) {
 				"team":                                "payments",
 				"courier.dev/helmop":                  "fleet-default/app",
 				"courier.dev/upstream":                upstreamID,
-				"courier.dev/cluster":                 "c1",
 				"courier.dev/source-resource-version": "7",
 			}
 			if tc.keep {

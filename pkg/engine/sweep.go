@@ -52,7 +52,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 		}
 		for _, obj := range managed {
 			claim, ok := copyspec.ClaimedOwner(obj)
-			if !ok || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || claim.Cluster != cluster.Name {
+			if !ok || claim.UpstreamID != e.cfg.UpstreamID || claim.HelmOp.Namespace != cluster.Namespace || !claim.WrittenFor(cluster.Namespace, cluster.Name) {
 				continue
 			}
 			if _, fleets := copyspec.FleetCopy(obj); fleets {

@@ -72,8 +72,8 @@ func TestTwinClustersShareOneCopy(t *testing.T) {
 		t.Fatalf("one source change wrote %q, want one update", w)
 	}
 	got, _ := down.secret(targetNS, "db")
-	if got.Annotations[copyspec.AnnotationCluster] != "c1" || got.Labels[copyspec.LabelClusterHash] != c1ClusterHash {
-		t.Errorf("the update renamed the copy: cluster %q, hash %q; want c1's", got.Annotations[copyspec.AnnotationCluster], got.Labels[copyspec.LabelClusterHash])
+	if got.Labels[copyspec.LabelClusterHash] != c1ClusterHash {
+		t.Errorf("the update renamed the copy: cluster hash %q; want c1's", got.Labels[copyspec.LabelClusterHash])
 	}
 	if string(got.Data["password"]) != canary+"-2" {
 		t.Error("the update did not carry the source's new data")
@@ -177,7 +177,10 @@ func TestFleetsCopy(t *testing.T) {
 // removes the unwanted ones and leaves the wanted ones to be relabelled;
 // later sweeps do not list again.
 func TestLegacySweep(t *testing.T) {
-	unlabel := func(s *corev1.Secret) { delete(s.Labels, copyspec.LabelClusterHash) }
+	unlabel := func(s *corev1.Secret) { // as written then: the Cluster named by an annotation
+		delete(s.Labels, copyspec.LabelClusterHash)
+		s.Annotations[copyspec.LegacyAnnotationCluster] = "c1"
+	}
 	db, old := srcSecret("db", "7"), srcSecret("old", "3")
 	down := newFakeCluster(true, targetNamespace,
 		secretCopy(db, targetNS, owner(appOp, "c1"), unlabel),

@@ -11,7 +11,8 @@ import (
 // The same-shape pool's copies carry the labels and annotations below,
 // written out by hand from one copy Courier wrote on 2026-12-01
 // (copyspec.Secret for Cluster c500 of HelmOp bench-1000-ws/scale, source
-// resourceVersion 123456): the same number of keys, each key of the same
+// resourceVersion 123456), less the courier.dev/cluster annotation Courier
+// stopped writing on 2026-12-02 (issue 25): the same number of keys, each key of the same
 // length with Courier's "courier.dev/" prefix spelled "courierpool/" (so
 // that Courier's watches, which select on its keys, never see the pool's
 // copies), and values of the same lengths. They are a frozen fixture, not
@@ -38,7 +39,6 @@ func shapeAnnotations() map[string]string {
 		"courierpool/helmop":                  "bench-1000-ws/scale",
 		"courierpool/upstream":                "6f1c2a9e-3b7d-4e21-9a5c-0d8e7f6b5a43",
 		"courierpool/source-resource-version": "123456",
-		"courierpool/cluster":                 "c500",
 	}
 }
 

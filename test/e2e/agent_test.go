@@ -272,10 +272,13 @@ func agentReadsPayloads(ctx context.Context, t *testing.T, w *workspace, agent a
 			t.Errorf("payload label %s=%q, want %q", k, s.Labels[k], v)
 		}
 	}
-	for k, v := range map[string]string{"courier.dev/helmop": w.ns + "/app", "courier.dev/cluster": "edge1", "courier.dev/source-resource-version": src.ResourceVersion} {
+	for k, v := range map[string]string{"courier.dev/helmop": w.ns + "/app", "courier.dev/source-resource-version": src.ResourceVersion} {
 		if s.Annotations[k] != v {
 			t.Errorf("payload annotation %s=%q, want %q", k, s.Annotations[k], v)
 		}
+	}
+	if s.Labels["courier.dev/cluster-hash"] == "" {
+		t.Errorf("payload labels %v lack courier.dev/cluster-hash, which names the Cluster", s.Labels)
 	}
 	out, err := agent.kubectl(ctx, "get", "--raw", "/apis/courier.dev/v1alpha1/namespaces/"+w.ns+"/downstreamcopies/"+configMapRow+"/payload")
 	var cm corev1.ConfigMap

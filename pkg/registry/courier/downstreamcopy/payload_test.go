@@ -195,7 +195,6 @@ func TestPayloadSecret(t *testing.T) {
 		copyspec.AnnotationHelmOp:                "fleet-default/app",
 		copyspec.AnnotationUpstream:              upstream,
 		copyspec.AnnotationSourceResourceVersion: "71",
-		copyspec.AnnotationCluster:               "edge1",
 		copyspec.AnnotationKeep:                  "true",
 	}
 	if !maps.Equal(got.Annotations, wantAnnotations) {
