@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -31,43 +32,86 @@ func (m *Manager) dropExpired(now time.Time) []int {
 	return lost
 }
 
-// renewDue renews, one after the other in this loop, every held bucket
-// whose last renewal is RenewPeriod old (and whose last failed attempt, if
-// any, is RetryPeriod old), and returns the buckets lost: a conflict or a
-// missing Lease means someone else changed it, so this replica's term is
-// over at once. Any other error keeps the bucket until its deadline, and
-// a later pass retries; the failures of one pass are logged as one line.
-func (m *Manager) renewDue(ctx context.Context, now time.Time) []int {
-	var lost, failed []int
-	var lastErr error
+// renewParallelism bounds the renewals in flight at once. One after the
+// other, 64 renewals at 100 ms each (a busy upstream) took longer than the
+// margin between RenewPeriod and RenewDeadline, so the last buckets'
+// terms lapsed before their renewal landed.
+const renewParallelism = 16
+
+// renewResult is what renewDue found.
+type renewResult struct {
+	// lost are the buckets whose Lease someone else changed.
+	lost []int
+	// regained are the buckets renewed after their term had already ended
+	// by this replica's clock: Owns was false in between, so a pass over
+	// their Clusters may have only observed, and they must be treated as
+	// gained again (OnChange) for those Clusters to be passed over again.
+	regained []int
+}
+
+// renewDue renews every held bucket whose last renewal is RenewPeriod old
+// (and whose last failed attempt, if any, is RetryPeriod old), up to
+// renewParallelism at once. A conflict or a missing Lease means someone
+// else changed it, so this replica's term is over at once (lost). Any
+// other error keeps the bucket until its deadline, and a later pass
+// retries; the failures of one pass are logged as one line.
+func (m *Manager) renewDue(ctx context.Context, now time.Time) renewResult {
+	var (
+		mu      sync.Mutex
+		res     renewResult
+		failed  []int
+		lastErr error
+		wg      sync.WaitGroup
+	)
+	sem := make(chan struct{}, renewParallelism)
 	for b, l := range m.dueForRenewal(now) {
-		next := l.DeepCopy()
-		sent := m.cfg.Clock.Now()
-		next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
-		got, err := m.write(ctx, next)
-		switch {
-		case err == nil:
-			m.hold(b, got, sent)
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			klog.FromContext(ctx).Info("Lost a bucket: its Lease changed under this replica", "bucket", b, "err", err)
-			m.mu.Lock()
-			delete(m.held, b)
-			m.mu.Unlock()
-			lost = append(lost, b)
-		default:
-			m.mu.Lock()
-			if h := m.held[b]; h != nil {
-				h.triedAt = sent
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			lost, regained, err := m.renew(ctx, b, l)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case lost:
+				res.lost = append(res.lost, b)
+			case regained:
+				res.regained = append(res.regained, b)
+			case err != nil:
+				failed, lastErr = append(failed, b), err
 			}
-			m.mu.Unlock()
-			failed, lastErr = append(failed, b), err
-		}
+		})
 	}
+	wg.Wait()
 	if len(failed) > 0 {
 		sort.Ints(failed)
 		klog.FromContext(ctx).Error(lastErr, "Cannot renew buckets; retrying until their deadlines", "buckets", failed)
 	}
-	return lost
+	return res
+}
+
+// renew renews bucket b's Lease l once.
+func (m *Manager) renew(ctx context.Context, b int, l *coordinationv1.Lease) (lost, regained bool, _ error) {
+	next := l.DeepCopy()
+	sent := m.cfg.Clock.Now()
+	next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
+	got, err := m.write(ctx, next)
+	switch {
+	case err == nil:
+		return false, m.hold(b, got, sent), nil
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		klog.FromContext(ctx).Info("Lost a bucket: its Lease changed under this replica", "bucket", b, "err", err)
+		m.mu.Lock()
+		delete(m.held, b)
+		m.mu.Unlock()
+		return true, false, nil
+	default:
+		m.mu.Lock()
+		if h := m.held[b]; h != nil {
+			h.triedAt = sent
+		}
+		m.mu.Unlock()
+		return false, false, err
+	}
 }
 
 // dueForRenewal returns the Leases of the held buckets to renew now.
@@ -188,11 +232,14 @@ func (m *Manager) write(ctx context.Context, l *coordinationv1.Lease) (*coordina
 // hold records a successful acquisition or renewal sent at sent: the term
 // lasts RenewDeadline from when the request left, not from when it was
 // answered, because the server may have recorded it (and others observed
-// it) any time in between.
-func (m *Manager) hold(b int, l *coordinationv1.Lease, sent time.Time) {
+// it) any time in between. It reports whether the bucket was held before
+// and its term had ended by now: Owns was false until this hold.
+func (m *Manager) hold(b int, l *coordinationv1.Lease, sent time.Time) (lapsed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	prev := m.held[b]
 	m.held[b] = &heldBucket{lease: l, renewedAt: sent, validUntil: sent.Add(m.cfg.RenewDeadline)}
+	return prev != nil && !m.cfg.Clock.Now().Before(prev.validUntil)
 }
 
 // holds reports whether b is in the held set (valid or not yet dropped).

@@ -9,10 +9,11 @@
 // names each bucket's desired owner (DesiredOwner). A replica delivers for
 // bucket n only while it holds the Lease courier-bucket-<n> (Owns): it
 // acquires it when it is the desired owner and the Lease is free (released
-// or expired as it observes it), renews every held bucket from one loop,
-// and when it is no longer the desired owner it stops delivery first
-// (OnChange) and then releases the Lease, so the new owner takes it at its
-// next pass instead of after expiry.
+// or expired as it observes it), renews every held bucket from one loop
+// (several renewals in flight at once; one that lands after its deadline
+// counts as a new gain), and when it is no longer the desired owner it
+// stops delivery first (OnChange) and then releases the Lease, so the new
+// owner takes it at its next pass instead of after expiry.
 //
 // Why never two writers: a holder counts its term as valid only until
 // RenewDeadline after it sent its last successful renewal, by its clock; a

@@ -35,6 +35,9 @@ type fakeLeases struct {
 	// update asked for, failed or not.
 	writes  map[string]int
 	updates int
+	// beforeUpdate, when set, runs at the start of every Update, outside
+	// the lock (a slow upstream: the test advances the clock in it).
+	beforeUpdate func(name string)
 }
 
 func newFakeLeases() *fakeLeases {
@@ -68,6 +71,9 @@ func (f *fakeLeases) Create(_ context.Context, l *coordinationv1.Lease, _ metav1
 }
 
 func (f *fakeLeases) Update(_ context.Context, l *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if f.beforeUpdate != nil {
+		f.beforeUpdate(l.Name)
+	}
 	f.mu.Lock()
 	f.updates++
 	if f.fail != nil {

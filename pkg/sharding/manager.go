@@ -232,7 +232,8 @@ func (m *Manager) step(ctx context.Context) {
 	now := m.cfg.Clock.Now()
 	lost := m.dropExpired(now)
 	m.renewMember(ctx, now)
-	lost = append(lost, m.renewDue(ctx, now)...)
+	renewed := m.renewDue(ctx, now)
+	lost = append(lost, renewed.lost...)
 	members := m.members.live(now, m.cfg.LeaseDuration, m.cfg.Identity)
 	toRelease := m.undesired(members)
 	lost = append(lost, bucketsOf(toRelease)...)
@@ -240,7 +241,13 @@ func (m *Manager) step(ctx context.Context) {
 	for _, l := range toRelease {
 		m.release(ctx, l)
 	}
-	m.notify(m.acquireDesired(ctx, now, members), nil)
+	gained := m.acquireDesired(ctx, now, members)
+	for _, b := range renewed.regained {
+		if m.holds(b) { // not handed over just now
+			gained = append(gained, b)
+		}
+	}
+	m.notify(gained, nil)
 	m.updateMetrics(now)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,7 +133,7 @@ func TestLosingARenewalDropsTheBucket(t *testing.T) {
 			m.step(context.Background())
 			tc.interfere(store)
 			advance(clk, DefaultRenewPeriod)
-			m.renewDue(context.Background(), clk.Now()) // the renewal alone, before any re-acquisition
+			_ = m.renewDue(context.Background(), clk.Now()) // the renewal alone, before any re-acquisition
 			if m.Owns(3) {
 				t.Error("still owns bucket 3 after its renewal failed with " + tc.name)
 			}
@@ -166,6 +167,45 @@ func TestDeadlineEndsTheTerm(t *testing.T) {
 	}
 	if got := m.nextWake(); got != DefaultRetryPeriod {
 		t.Errorf("nextWake = %s with nothing held", got)
+	}
+}
+
+// TestLapsedRenewalIsGainedAgain: a renewal that lands only after the
+// bucket's term ended by this replica's clock (a slow upstream) leaves
+// Owns false in between, so delivery for the bucket may have stopped; the
+// bucket is reported gained again so that its Clusters are passed over.
+// A renewal in time reports nothing (the control).
+func TestLapsedRenewalIsGainedAgain(t *testing.T) {
+	store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+	m := newTestManager(t, store, clk, "courier-0", r)
+	m.step(context.Background())
+	gainedAfter := func() []int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var out []int
+		for _, g := range r.gained[1:] {
+			out = append(out, g...)
+		}
+		return out
+	}
+	advance(clk, DefaultRenewPeriod)
+	m.step(context.Background())
+	if g := gainedAfter(); len(g) != 0 {
+		t.Fatalf("renewals in time reported %v gained", g)
+	}
+	var once sync.Once
+	store.beforeUpdate = func(name string) {
+		if name == bucketLeaseName(7) {
+			once.Do(func() { clk.Step(DefaultRenewDeadline - DefaultRenewPeriod + time.Second) }) // bucket 7's renewal is slow: it lands a second after its term ended
+		}
+	}
+	advance(clk, DefaultRenewPeriod)
+	m.step(context.Background())
+	if g := gainedAfter(); !slices.Contains(g, 7) {
+		t.Errorf("bucket 7 renewed after its deadline; gained again: %v, want it among them", g)
+	}
+	if !m.Owns(7) {
+		t.Error("bucket 7 not owned after its late renewal")
 	}
 }
 
