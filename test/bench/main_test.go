@@ -85,7 +85,8 @@ func run(m *testing.M) (int, error) {
 // Courier, because Go's heap does not shrink back after the scale runs
 // and freed memory would hide growth; then memory with field copies on, on
 // a Courier restarted with those flags (and restarted without them after);
-// then the scale benchmark (issue 11) for each N, smallest first.
+// then the scale benchmark (issue 11) for each N, smallest first; then
+// the scale-out case (issue 27) on the largest N's Clusters.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
 	t.Run("fieldcopy-memory", testFieldCopyMemory)
@@ -93,5 +94,9 @@ func TestBench(t *testing.T) {
 	ns := intsFromEnv(t, "COURIER_BENCH_N", []int{100, 1000})
 	for i, n := range ns {
 		t.Run(fmt.Sprintf("scale-%d", n), func(t *testing.T) { testScale(t, n, i == len(ns)-1) })
+	}
+	// Last: it shares the last scale case's Clusters among replicas.
+	if len(ns) > 0 && os.Getenv("COURIER_BENCH_SCALEOUT") != "0" {
+		t.Run(fmt.Sprintf("scaleout-%d", ns[len(ns)-1]), func(t *testing.T) { testScaleOut(t, ns[len(ns)-1]) })
 	}
 }

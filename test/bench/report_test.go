@@ -70,7 +70,9 @@ type report struct {
 	scale  []scaleRow
 	memory []memoryResult
 	pull   []pullResult
-	notes  []string
+	// scaleOut is issue 27's push case (scaleout_test.go).
+	scaleOut []scaleOutResult
+	notes    []string
 }
 
 func (r *report) addScale(rows ...scaleRow) {
@@ -125,6 +127,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if len(r.pull) > 0 {
 		printPull(w, r.pull)
+	}
+	if len(r.scaleOut) > 0 {
+		printScaleOut(w, r.scaleOut)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintln(w, "notes:")

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/test/fleetsim"
+	"github.com/courier-dev/courier/test/localenv"
+)
+
+// scaleOutReplicas is how many replicas share delivery in the scale-out
+// case (issue 27), against one.
+const scaleOutReplicas = 3
+
+// Issue 27's targets for the scale-out case: each of the replicas' CPU for
+// a change of every source and its RSS at most this share of the single
+// replica's; the time to the last copy at most this multiple of it.
+const (
+	scaleOutShareTarget = 0.45
+	scaleOutTimeTarget  = 1.1
+)
+
+// scaleOutSample is one configuration's measurement of one change of every
+// source: each replica's CPU over it and RSS after it, the time to the
+// last copy and the downstream writes it caused.
+type scaleOutSample struct {
+	replicas int
+	cpu      []time.Duration // per replica
+	rss      []int64         // per replica, bytes
+	last     time.Duration
+	t0, end  time.Time // the window the writes are counted in
+	writes   int
+}
+
+// scaleOutResult is both configurations' samples at one N.
+type scaleOutResult struct {
+	n       int
+	samples map[int][]scaleOutSample // by replica count
+}
+
+// testScaleOut is issue 27's push benchmark: the N Clusters × 10 copies
+// the last scale case left behind (its HelmOp "scale" and its Clusters),
+// delivered by one fresh replica and by three fresh replicas sharing the
+// buckets, side by side: for each configuration a change of every source,
+// timed to the last copy, with each replica's CPU over it, its RSS after
+// it, and the downstream writes it caused (from the kube-apiservers' audit
+// logs). Rounds alternate which configuration goes first. Every
+// configuration starts from fresh processes, as Go's heap does not shrink
+// back; each waits until every replica is idle with every row Synced
+// before it is measured. The suite's Courier is back when it ends.
+func testScaleOut(t *testing.T, n int) {
+	if n == 0 {
+		t.Skip("no scale case ran, so there are no Clusters to share")
+	}
+	l := layout{n}
+	rounds := intsFromEnv(t, "COURIER_BENCH_SCALEOUT_ROUNDS", []int{2})[0]
+	so := &scaleOut{t: t, l: l, up: fastUpstream(t), fc: fastCourier(t), w: startWatcher(t)}
+	courier.Stop()
+	t.Cleanup(so.restoreSuiteCourier)
+	res := scaleOutResult{n: n, samples: map[int][]scaleOutSample{}}
+	for round := 1; round <= rounds; round++ {
+		order := []int{1, scaleOutReplicas}
+		if round%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, replicas := range order {
+			s := so.measure(round, replicas)
+			res.samples[replicas] = append(res.samples[replicas], s)
+		}
+	}
+	so.stop()
+	so.countWrites(res)
+	results.addScaleOut(res)
+}
+
+// scaleOut is the scale-out case's state.
+type scaleOut struct {
+	t       *testing.T
+	l       layout
+	up      kubernetes.Interface
+	fc      versioned.Interface
+	w       *fleetsim.Watcher
+	running []*localenv.Courier
+}
+
+// start stops what runs and starts n fresh replicas (a single process for
+// 1), then waits until each is idle and every row is Synced.
+func (so *scaleOut) start(n int) {
+	t := so.t
+	so.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := localenv.CourierOptions{Binary: courier.Binary(), Args: benchCourierArgs()}
+	var err error
+	if n == 1 {
+		var c *localenv.Courier
+		c, err = env.StartCourier(ctx, o)
+		so.running = []*localenv.Courier{c}
+	} else {
+		so.running, _, err = env.StartCourierReplicas(ctx, o, n)
+	}
+	if err != nil {
+		t.Fatalf("starting %d replicas: %v", n, err)
+	}
+	so.settle()
+}
+
+// settle waits until every row is Synced and every replica idle.
+func (so *scaleOut) settle() {
+	t, l := so.t, so.l
+	waitSynced(t, so.fc, l.workspace(), l.n*sourcesPerOp, l.budget())
+	for _, c := range so.running {
+		waitIdle(t, c.Pid(), l.budget())
+	}
+}
+
+func (so *scaleOut) stop() {
+	for _, c := range so.running {
+		c.Stop()
+	}
+	so.running = nil
+}
+
+func (so *scaleOut) restoreSuiteCourier() {
+	so.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := courier.Start(ctx); err != nil {
+		so.t.Errorf("restarting the suite's Courier: %v", err)
+	}
+}
+
+// measure starts replicas fresh and measures one change of every source.
+func (so *scaleOut) measure(round, replicas int) scaleOutSample {
+	t, l := so.t, so.l
+	so.start(replicas)
+	waitNamespacesSettled(t, l)
+	waitMachineQuiet(t)
+	time.Sleep(limiterRefill)
+	s := scaleOutSample{replicas: replicas}
+	before := so.cpu()
+	value := fmt.Sprintf("scaleout-%d-r%d", replicas, round)
+	s.t0 = updateSources(t, so.up, l.workspace(), allSources(), value)
+	lat, err := so.w.Wait(l.keys(l.courierDest, allSources(), value), s.t0, l.budget())
+	if err != nil {
+		t.Fatalf("%d replicas, round %d: %v\n%s", replicas, round, err, rowsSummary(so.fc, l.workspace()))
+	}
+	s.last = fleetsim.MaxDuration(lat)
+	so.settle()
+	s.end = time.Now()
+	after := so.cpu()
+	for i, c := range so.running {
+		s.cpu = append(s.cpu, after[i]-before[i])
+		rss := int64(0)
+		for range 3 {
+			r, err := rssBytes(c.Pid())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rss = max(rss, r)
+			time.Sleep(time.Second)
+		}
+		s.rss = append(s.rss, rss)
+	}
+	t.Logf("N=%d round %d, %d replicas: last copy after %s; CPU %s; RSS %s", l.n, round, replicas,
+		s.last.Round(time.Millisecond), durationsOf(s.cpu), mibsOf(s.rss))
+	return s
+}
+
+// cpu returns each running replica's CPU time so far.
+func (so *scaleOut) cpu() []time.Duration {
+	out := make([]time.Duration, len(so.running))
+	for i, c := range so.running {
+		out[i] = mustCPU(so.t, c.Pid())
+	}
+	return out
+}
+
+// countWrites counts, for each sample, Courier's accepted writes into the
+// scale case's destination namespaces that the downstream kube-apiservers
+// received within the sample's window.
+func (so *scaleOut) countWrites(res scaleOutResult) {
+	var all []fleetsim.Write
+	for _, ds := range env.Downstreams {
+		writes, err := fleetsim.CourierWrites(ds.AuditLog)
+		if err != nil {
+			so.t.Fatal(err)
+		}
+		all = append(all, writes...)
+	}
+	prefix := fmt.Sprintf("bench-%d-c", so.l.n)
+	for _, samples := range res.samples {
+		for i := range samples {
+			s := &samples[i]
+			for _, w := range all {
+				if w.Accepted() && strings.HasPrefix(w.Namespace, prefix) && !w.Received.Before(s.t0) && w.Received.Before(s.end) {
+					s.writes++
+				}
+			}
+		}
+	}
+}
+
+// benchCourierArgs are the flags the suite's Courier was started with
+// besides localenv's (main_test.go).
+func benchCourierArgs() []string { return strings.Fields(os.Getenv("COURIER_BENCH_ARGS")) }
+
+func durationsOf(d []time.Duration) string {
+	var out []string
+	for _, x := range d {
+		out = append(out, x.Round(10*time.Millisecond).String())
+	}
+	return strings.Join(out, ", ")
+}
+
+func mibsOf(b []int64) string {
+	var out []string
+	for _, x := range b {
+		out = append(out, fmt.Sprintf("%.0f MiB", float64(x)/(1<<20)))
+	}
+	return strings.Join(out, ", ")
+}
+
+// perReplicaMax is, over samples, the median of each sample's largest
+// per-replica value: the busiest replica is what a replica must be sized
+// for.
+func perReplicaMax[T int64 | time.Duration](samples []scaleOutSample, of func(scaleOutSample) []T) float64 {
+	var vals []float64
+	for _, s := range samples {
+		vals = append(vals, float64(slices.Max(of(s))))
+	}
+	return median(vals)
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// printScaleOut writes the scale-out table: per figure, one replica's
+// value, the busiest of the three's, the ratio, the target and the
+// verdict (medians over the rounds).
+func printScaleOut(w io.Writer, rows []scaleOutResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "scale-out (issue 27), one change of every source\t1 replica\t%d replicas (busiest)\tratio\ttarget\tverdict\n", scaleOutReplicas)
+	for _, r := range rows {
+		one, many := r.samples[1], r.samples[scaleOutReplicas]
+		cpu := func(s scaleOutSample) []time.Duration { return s.cpu }
+		rss := func(s scaleOutSample) []int64 { return s.rss }
+		c1, c3 := perReplicaMax(one, cpu), perReplicaMax(many, cpu)
+		m1, m3 := perReplicaMax(one, rss), perReplicaMax(many, rss)
+		var l1, l3, w1, w3 []float64
+		for _, s := range one {
+			l1, w1 = append(l1, float64(s.last)), append(w1, float64(s.writes))
+		}
+		for _, s := range many {
+			l3, w3 = append(l3, float64(s.last)), append(w3, float64(s.writes))
+		}
+		fmt.Fprintf(tw, "N=%d: CPU per replica\t%s\t%s\t%s\t<= %.2f\t%s\n", r.n, time.Duration(c1).Round(10*time.Millisecond),
+			time.Duration(c3).Round(10*time.Millisecond), ratio(c3, c1), scaleOutShareTarget, verdict(c1 > 0 && c3/c1 <= scaleOutShareTarget))
+		fmt.Fprintf(tw, "N=%d: RSS per replica\t%.0f MiB\t%.0f MiB\t%s\t<= %.2f\t%s\n", r.n, m1/(1<<20), m3/(1<<20), ratio(m3, m1),
+			scaleOutShareTarget, verdict(m1 > 0 && m3/m1 <= scaleOutShareTarget))
+		fmt.Fprintf(tw, "N=%d: time to the last copy\t%s\t%s\t%s\t<= %.2f\t%s\n", r.n, time.Duration(median(l1)).Round(time.Millisecond),
+			time.Duration(median(l3)).Round(time.Millisecond), ratio(median(l3), median(l1)), scaleOutTimeTarget,
+			verdict(median(l1) > 0 && median(l3)/median(l1) <= scaleOutTimeTarget))
+		fmt.Fprintf(tw, "N=%d: downstream writes (all replicas)\t%.0f\t%.0f\t%s\t= %d\t%s\n", r.n, median(w1), median(w3), ratio(median(w3), median(w1)),
+			r.n*sourcesPerOp, verdict(slices.Max(w1) == float64(r.n*sourcesPerOp) && slices.Max(w3) == float64(r.n*sourcesPerOp) &&
+				slices.Min(w1) == float64(r.n*sourcesPerOp) && slices.Min(w3) == float64(r.n*sourcesPerOp)))
+	}
+	tw.Flush()
+}
+
+func (r *report) addScaleOut(res scaleOutResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.scaleOut = append(r.scaleOut, res)
+}
