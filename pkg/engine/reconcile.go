@@ -36,8 +36,17 @@ type outcome struct {
 //
 // When all that happened since the last pass is new source versions of
 // some rows (passScopes.take), and that pass ended with the same client, the
-// pass covers just those rows and does not sweep (scope.go).
+// pass covers just those rows and does not sweep (scope.go). What the
+// pass recorded is published when this replica delivers to the Cluster
+// (publish.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
+	err := e.passCluster(ctx, key)
+	e.publish(key)
+	return err
+}
+
+// passCluster is one pass of reconcileCluster.
+func (e *Engine) passCluster(ctx context.Context, key string) error {
 	rows := e.scopes.take(key) // nil: every row, and the sweep
 	ns, name := copycontract.SplitKey(key)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
