@@ -97,8 +97,9 @@ type Config struct {
 	// their rows read the same as the leader's.
 	Follower bool
 	// Shards, when set, shares delivery among the replicas (DESIGN §10,
-	// delivery.go): the engine observes every Cluster and writes for one
-	// only while Shards.Owns its bucket, whatever SetLeading said.
+	// delivery.go): the engine passes over, watches and writes for a
+	// pushed Cluster only while Shards.Owns its bucket, whatever
+	// SetLeading said; Publish lets the other replicas show its rows.
 	Shards *ShardConfig
 	// DrainTimeout bounds how long Run waits, once its context is done, for
 	// the groups of copies being written to finish (default 20 seconds).
