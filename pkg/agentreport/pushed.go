@@ -33,7 +33,7 @@ func EntryOf(st copycontract.Status) Entry {
 // returns at once: the object is written in the background.
 //
 // Nothing is written when every entry of rows is already upstream
-// (sameStatus): a pass that changed nothing, a resync or a hand-over to a
+// (samePublished): a pass that changed nothing, a resync or a hand-over to a
 // replica that finds what its predecessor recorded costs no request.
 // Otherwise rows replace the Cluster's entries, so entries of rows the
 // Cluster no longer has go with the next change and never cost a write of
@@ -78,11 +78,23 @@ func (s *Store) publishedAlready(cluster types.NamespacedName, rows map[string]E
 		return false
 	}
 	for row, e := range rows {
-		if prev, ok := r.Rows[row]; !ok || !sameStatus(prev, e) {
+		if prev, ok := r.Rows[row]; !ok || !samePublished(prev, e) {
 			return false
 		}
 	}
 	return true
+}
+
+// samePublished reports whether a deliverer's entry e says nothing new
+// over the stored prev: sameStatus without the lastSyncTime step. A new
+// holder, or a restarted replica, confirms every copy current at its first
+// pass and records that time; writing it would make every hand-over
+// rewrite the objects of a whole bucket, for a time that says only when
+// a replica last started. The stored time (when a deliverer first found
+// the copy synced) stays.
+func samePublished(prev, e Entry) bool {
+	prev.LastSyncTime, e.LastSyncTime = nil, nil
+	return sameStatus(prev, e)
 }
 
 // mergePublished returns the report of a batch of Publish over the report
@@ -96,7 +108,7 @@ func mergePublished(old *Report, cluster types.NamespacedName, b *batch) (*Repor
 	for row, e := range b.rows {
 		r.Rows[row] = e
 		if old != nil {
-			if prev, ok := old.Rows[row]; !ok || !sameStatus(prev, e) {
+			if prev, ok := old.Rows[row]; !ok || !samePublished(prev, e) {
 				changed = true
 			} else {
 				r.Rows[row] = prev // keeps what is upstream, cut message and time
@@ -104,4 +116,14 @@ func mergePublished(old *Report, cluster types.NamespacedName, b *batch) (*Repor
 		}
 	}
 	return r, changed
+}
+
+// objectKind is the object label of courier_agent_status_writes_total
+// for a batch's write: status for a pushed Cluster's, report for an
+// agent's.
+func objectKind(b *batch) string {
+	if b.replace {
+		return "status"
+	}
+	return "report"
 }

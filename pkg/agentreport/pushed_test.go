@@ -36,9 +36,15 @@ func TestPublishWritesOnChangeOnly(t *testing.T) {
 		t.Fatalf("%d writes for the first publish, want 1", n)
 	}
 
-	// The same statuses again (a resync, a new holder's first pass): no
-	// write, and not even a batch queued.
-	f.store.Publish(edge1, tenRows("1"))
+	// The same statuses again (a resync, a new holder's first pass, an
+	// hour later): no write, and not even a batch queued.
+	later := tenRows("1")
+	for row, e := range later {
+		t := metav1.NewTime(e.LastSyncTime.Add(time.Hour))
+		e.LastSyncTime = &t
+		later[row] = e
+	}
+	f.store.Publish(edge1, later)
 	f.store.wmu.Lock()
 	queued := f.store.queues[edge1] != nil
 	f.store.wmu.Unlock()

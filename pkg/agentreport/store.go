@@ -349,7 +349,7 @@ func (s *Store) write(ctx context.Context, cluster types.NamespacedName, b *batc
 			_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: "courier"})
 		}
 		if err == nil {
-			writesTotal.WithLabelValues("report").Inc()
+			writesTotal.WithLabelValues(objectKind(b)).Inc()
 		}
 		return err
 	})

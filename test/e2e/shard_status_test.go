@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/test/fleetsim"
 	"github.com/courier-dev/courier/test/localenv"
@@ -67,12 +68,51 @@ func staleRows(t *testing.T, c *localenv.Courier, rvs map[string]string, own map
 	return stale, othersSynced
 }
 
+// statusObjects returns the resourceVersion of each test Cluster's status
+// object upstream, by Cluster name.
+func statusObjects(t *testing.T) map[string]string {
+	t.Helper()
+	list, err := upstreamClients(t).kube.CoreV1().ConfigMaps(localenv.DefaultCourierNamespace).List(context.Background(),
+		metav1.ListOptions{LabelSelector: agentreport.Label + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, cm := range list.Items {
+		if cm.Annotations[agentreport.AnnotationClusterNamespace] == shardNS {
+			out[cm.Annotations[agentreport.AnnotationCluster]] = cm.ResourceVersion
+		}
+	}
+	return out
+}
+
+// statusWrites sums courier_agent_status_writes_total{object="status"}
+// over the replicas: their writes of pushed Clusters' status objects.
+func (f *shardFleet) statusWrites(t *testing.T) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^courier_agent_status_writes_total\{object="status"\} (\S+)$`)
+	var sum float64
+	for _, r := range f.replicas {
+		if m := re.FindStringSubmatch(scrapeFrom(t, r)); m != nil {
+			var v float64
+			_, _ = fmt.Sscanf(m[1], "%g", &v)
+			sum += v
+		}
+	}
+	return sum
+}
+
 // checkServedEverywhere changes both sources and waits until every
 // replica, read directly, shows every row Synced from the new versions:
 // the rows of the Clusters it does not hold too, whose only source is
 // what their holder published (the positive control of the rolling
-// restart below, and of "no observing").
+// restart below, and of "no observing"). Every test Cluster's status
+// object is written, and the writes are per Cluster, not per row.
 func (f *shardFleet) checkServedEverywhere(t *testing.T) {
+	objects, writes := statusObjects(t), f.statusWrites(t)
+	if len(objects) != shardClusters {
+		t.Errorf("%d test Clusters have a status object, want %d", len(objects), shardClusters)
+	}
 	t0, err := fleetsim.UpdateSources(context.Background(), f.up, shardNS, shardSources, shardKey, "r2")
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +131,18 @@ func (f *shardFleet) checkServedEverywhere(t *testing.T) {
 		}
 		t.Logf("%s: %d rows of Clusters held by other replicas Synced from %v, %s after the change", r.Name(), others, rvs,
 			time.Since(t0).Round(100*time.Millisecond))
+	}
+	after := statusObjects(t)
+	for c, rv := range objects {
+		if after[c] == rv {
+			t.Errorf("the status object of %s was not written for the change of its sources", c)
+		}
+	}
+	n := f.statusWrites(t) - writes
+	t.Logf("a change of both sources: %v status-object writes for %d Clusters of %d rows each", n, shardClusters, len(shardSources))
+	if n < shardClusters || n >= float64(shardClusters*len(shardSources)) {
+		t.Errorf("%v status-object writes for a change of both sources of %d Clusters: want at least one per Cluster and fewer than one per row (%d)",
+			n, shardClusters, shardClusters*len(shardSources))
 	}
 }
 
@@ -146,9 +198,12 @@ func (f *shardFleet) checkNoObserving(t *testing.T) {
 // again; as soon as it is ready again, every replica, read directly, shows
 // every row's last status: Synced from the current source versions. No
 // wait, no retry: the rows must read so from the first answer.
+//
+// Nothing changed, so nothing is written: neither a copy downstream nor a
+// status object upstream (a new holder finds its predecessor's word).
 func (f *shardFleet) rollingRestart(t *testing.T) {
 	rvs := f.sourceVersions(t)
-	before := shardWrites(t)
+	before, objects := shardWrites(t), statusObjects(t)
 	for _, r := range f.replicas {
 		stopped := time.Now()
 		r.Stop()
@@ -180,6 +235,11 @@ func (f *shardFleet) rollingRestart(t *testing.T) {
 		if extra := after[i][len(before[i]):]; len(extra) != 0 {
 			t.Errorf("Cluster %s: %d writes to current copies during the rolling restart, the first %s by %s", shardCluster(i),
 				len(extra), extra[0], extra[0].UserAgent)
+		}
+	}
+	for c, rv := range statusObjects(t) {
+		if objects[c] != rv {
+			t.Errorf("the status object of %s was written during the rolling restart (resourceVersion %s, then %s)", c, objects[c], rv)
 		}
 	}
 }
