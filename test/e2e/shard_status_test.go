@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -163,6 +164,10 @@ var clientsRE = regexp.MustCompile(`(?m)^courier_downstream_clients (\S+)$`)
 func (f *shardFleet) checkNoObserving(t *testing.T) {
 	own := owners(t)
 	for _, r := range f.replicas {
+		var clients, delivered float64
+		defer func() {
+			t.Logf("%s: %v downstream clients, delivers to %v Clusters; RSS %s", r.Name(), clients, delivered, rss(r.Pid()))
+		}()
 		eventually(t, r.Name()+" holds clients and passes over its own Clusters only", func() (bool, string) {
 			metrics := scrapeFrom(t, r)
 			var wrong, mine []string
@@ -180,11 +185,11 @@ func (f *shardFleet) checkNoObserving(t *testing.T) {
 					mine = append(mine, shardCluster(i))
 				}
 			}
-			clients := -1.0
+			clients = -1.0
 			if m := clientsRE.FindStringSubmatch(metrics); m != nil {
 				_, _ = fmt.Sscanf(m[1], "%g", &clients)
 			}
-			delivered := gauge(t, r, "courier_shard_clusters_delivered")
+			delivered = gauge(t, r, "courier_shard_clusters_delivered")
 			if clients < float64(len(mine)) || clients > delivered {
 				wrong = append(wrong, fmt.Sprintf("courier_downstream_clients %v, want between its %d test Clusters and the %v Clusters it delivers to",
 					clients, len(mine), delivered))
@@ -242,4 +247,19 @@ func (f *shardFleet) rollingRestart(t *testing.T) {
 			t.Errorf("the status object of %s was written during the rolling restart (resourceVersion %s, then %s)", c, objects[c], rv)
 		}
 	}
+}
+
+// rss is a process's resident set (VmRSS of /proc/<pid>/status), for the
+// log.
+func rss(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
