@@ -95,8 +95,11 @@ type batch struct {
 	rows     map[string]Entry
 	interval time.Duration
 	heard    time.Time
-	done     chan struct{}
-	err      error
+	// replace: rows are every entry of a pushed Cluster (Publish), not
+	// some of an agent's (Record).
+	replace bool
+	done    chan struct{}
+	err     error
 }
 
 // NewInformer returns an informer of the report ConfigMaps in namespace,
@@ -346,7 +349,7 @@ func (s *Store) write(ctx context.Context, cluster types.NamespacedName, b *batc
 			_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: "courier"})
 		}
 		if err == nil {
-			writesTotal.WithLabelValues("report").Inc()
+			writesTotal.WithLabelValues(objectKind(b)).Inc()
 		}
 		return err
 	})
@@ -362,6 +365,17 @@ func retriable(err error) bool {
 // merged into cur (nil: none yet), entries of rows the Cluster no longer
 // has left out, and whether it differs from cur.
 func (s *Store) merge(cur *corev1.ConfigMap, cluster types.NamespacedName, b *batch) (*corev1.ConfigMap, bool, error) {
+	if b.replace {
+		var old *Report
+		if cur != nil {
+			old, _ = decode(cur)
+		}
+		r, changed := mergePublished(old, cluster, b)
+		if !changed {
+			return nil, false, nil
+		}
+		return s.object(cur, r)
+	}
 	r := &Report{Cluster: cluster, Rows: map[string]Entry{}}
 	if cur != nil {
 		if old, ok := decode(cur); ok {
@@ -391,11 +405,16 @@ func (s *Store) merge(cur *corev1.ConfigMap, cluster types.NamespacedName, b *ba
 	}
 	// A status write carries the heartbeat at no extra cost.
 	r.Heartbeat = Heartbeat{LastHeard: metav1.NewMicroTime(b.heard), Interval: metav1.Duration{Duration: b.interval}}
+	return s.object(cur, r)
+}
+
+// object returns the object of report r, to replace cur (nil: none yet).
+func (s *Store) object(cur *corev1.ConfigMap, r *Report) (*corev1.ConfigMap, bool, error) {
 	data, err := encode(r)
 	if err != nil {
 		return nil, false, err
 	}
-	next := newObject(s.namespace, cluster, data)
+	next := newObject(s.namespace, r.Cluster, data)
 	if cur != nil {
 		next.ResourceVersion = cur.ResourceVersion
 	}

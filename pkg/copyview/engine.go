@@ -35,6 +35,11 @@ type Engine interface {
 	DesiredComplete()
 	// Status returns the engine's record for a row ("<namespace>/<name>").
 	Status(rowKey string) (copycontract.Status, bool)
+	// Delivers reports whether this replica delivers to a pushed Cluster
+	// ("<namespace>/<name>") now: only then is the engine's record the
+	// deliverer's word; any other Cluster's rows show what its deliverer
+	// published (Reports).
+	Delivers(clusterKey string) bool
 	// Leftovers returns the copies Courier made for one HelmOp (which may
 	// be gone) that no row wants any more and that are still downstream:
 	// kept (keepResources) or not removed yet.

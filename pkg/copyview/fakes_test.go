@@ -39,6 +39,9 @@ type fakeEngine struct {
 	leftovers     map[types.NamespacedName][]copycontract.Leftover
 	// desired are the row names each HelmOp was last handed over with.
 	desired map[types.NamespacedName][]string
+	// elsewhere are the Clusters another replica delivers to; it
+	// delivers to every other.
+	elsewhere map[string]bool
 }
 
 func newFakeEngine() *fakeEngine {
@@ -86,6 +89,21 @@ func (f *fakeEngine) Status(key string) (copycontract.Status, bool) {
 	defer f.mu.Unlock()
 	s, ok := f.statuses[key]
 	return s, ok
+}
+
+func (f *fakeEngine) Delivers(clusterKey string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.elsewhere[clusterKey]
+}
+
+func (f *fakeEngine) setElsewhere(clusterKey string, elsewhere bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.elsewhere == nil {
+		f.elsewhere = map[string]bool{}
+	}
+	f.elsewhere[clusterKey] = elsewhere
 }
 
 func (f *fakeEngine) Leftovers(op types.NamespacedName) []copycontract.Leftover {

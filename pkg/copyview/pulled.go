@@ -67,8 +67,14 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 }
 
 // delivery returns what a computed row's deliverer says of it, for
-// compose: its agent's report for a pulled Cluster's row, the engine's
-// record otherwise (none when no engine runs).
+// compose: its agent's report for a pulled Cluster's row; for a pushed
+// one, the engine's record when this replica delivers to the Cluster and
+// has one, else what the deliverer published. So a replica that just
+// gained a Cluster shows the previous deliverer's last word until its own
+// first pass records something, and a replica that does not deliver to a
+// Cluster never shows its own guess. Without sharding a follower that
+// still observes shows its own record only for rows the leader has not
+// published.
 func (c *Controller) delivery(r *courier.DownstreamCopy) delivery {
 	if user, pulled := c.agentUser(r.Namespace, r.Spec.Cluster); pulled {
 		return c.reported(r, user)
@@ -76,10 +82,45 @@ func (c *Controller) delivery(r *courier.DownstreamCopy) delivery {
 	if c.engine == nil {
 		return delivery{}
 	}
-	if st, ok := c.engine.Status(rowKey(r)); ok {
-		return delivery{record: &st}
+	own, recorded := c.engine.Status(rowKey(r))
+	if recorded && c.engine.Delivers(r.Namespace+"/"+r.Spec.Cluster) {
+		return delivery{record: &own}
 	}
-	return delivery{}
+	if st, ok := c.published(r); ok {
+		return delivery{record: &st, fromReplica: true}
+	}
+	if recorded {
+		return delivery{record: &own} // a follower observing, without sharding
+	}
+	return delivery{fromReplica: !c.engine.Delivers(r.Namespace + "/" + r.Spec.Cluster)}
+}
+
+// published returns what the deliverer of a pushed Cluster's row published
+// for it (DESIGN §10 "Status"): the replica holding the Cluster's bucket,
+// the leader without sharding, or this replica's previous process.
+func (c *Controller) published(r *courier.DownstreamCopy) (copycontract.Status, bool) {
+	if c.inputs.Reports == nil {
+		return copycontract.Status{}, false
+	}
+	rep, ok := c.inputs.Reports.Report(types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster})
+	if !ok {
+		return copycontract.Status{}, false
+	}
+	e, ok := rep.Rows[r.Name]
+	if !ok {
+		return copycontract.Status{}, false
+	}
+	return entryStatus(e), true
+}
+
+// entryStatus is the record an entry of a Cluster's status object holds.
+func entryStatus(e agentreport.Entry) copycontract.Status {
+	st := copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
+	if e.LastSyncTime != nil {
+		t := *e.LastSyncTime
+		st.LastSyncTime = &t
+	}
+	return st
 }
 
 // reported is a pulled Cluster's row's delivery from its agent's report.
@@ -104,11 +145,7 @@ func (c *Controller) reported(r *courier.DownstreamCopy, user string) delivery {
 	agent.lastHeard, agent.interval = rep.Heartbeat.LastHeard.Time, rep.Heartbeat.Interval.Duration
 	d := delivery{agent: agent}
 	if e, ok := rep.Rows[r.Name]; ok {
-		st := copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
-		if e.LastSyncTime != nil {
-			t := *e.LastSyncTime
-			st.LastSyncTime = &t
-		}
+		st := entryStatus(e)
 		d.record = &st
 	}
 	due := rep.Deadline()

@@ -22,8 +22,9 @@ import (
 //     Denied or Pending; for the row of a leftover copy, the Kept or
 //     Deleting the engine found;
 //   - the deliverer's record of the row: the engine's copycontract.Status
-//     for a pushed Cluster, the entry its agent reported for a pulled one,
-//     or none;
+//     for a pushed Cluster this replica delivers to, the entry its
+//     deliverer published (agentreport.Store.Publish) for one it does not,
+//     the entry its agent reported for a pulled one, or none;
 //   - for a pulled Cluster, how its agent's reports stand: heard within
 //     its deadline, awaited (nothing yet), silent (heard, then nothing for
 //     agentreport.MissedIntervals of its intervals) or never heard
@@ -40,7 +41,8 @@ type deliverer int
 
 const (
 	anyDeliverer    deliverer = iota
-	byEngine                  // a pushed Cluster: Courier's engine
+	byEngine                  // a pushed Cluster this replica delivers to: its engine
+	byReplica                 // a pushed Cluster another replica (or process) delivers to: what it published
 	agentHeard                // pulled; its agent reported within its deadline
 	agentAwaited              // pulled; no report from its agent yet, not overdue
 	agentSilent               // pulled; its agent was heard, then nothing for MissedIntervals intervals
@@ -96,6 +98,7 @@ var precedence = []precedenceRule{
 	{courier.CopyPhasePending, agentHeard, noRecord, showAwaited},
 	{courier.CopyPhasePending, anyDeliverer, hasRecord, showRecord},
 	{courier.CopyPhasePending, byEngine, noRecord, showBase},
+	{courier.CopyPhasePending, byReplica, noRecord, showBase},
 }
 
 // delivery is what a row's deliverer says of it, as compose takes it.
@@ -105,6 +108,10 @@ type delivery struct {
 	record *copycontract.Status
 	// agent is the pulled Cluster's agent; nil for a pushed Cluster.
 	agent *agentState
+	// fromReplica: a pushed Cluster this replica does not deliver to (or
+	// has not passed over since it gained it); record is what its
+	// deliverer published.
+	fromReplica bool
 }
 
 // agentState is how a pulled Cluster's agent's reports stand.
@@ -126,6 +133,8 @@ type agentState struct {
 
 func (d delivery) deliverer() deliverer {
 	switch {
+	case d.agent == nil && d.fromReplica:
+		return byReplica
 	case d.agent == nil:
 		return byEngine
 	case d.agent.lastHeard.IsZero() && d.agent.overdue:

@@ -25,6 +25,8 @@ func deliveries() map[string]delivery {
 	engineCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &syncedAt}
 	report := copycontract.Status{Phase: courier.CopyPhaseConflict, Message: "from the agent"}
 	reportCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied by the agent", SyncedResourceVersion: "6", LastSyncTime: &syncedAt}
+	published := copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "from the holder"}
+	publishedCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied by the holder", SyncedResourceVersion: "5", LastSyncTime: &syncedAt}
 	agent := func(heard bool, overdue bool) *agentState {
 		a := &agentState{user: "agent-c1", cluster: c1, overdue: overdue}
 		if heard {
@@ -45,6 +47,9 @@ func deliveries() map[string]delivery {
 		"agent silent, no entry":      {agent: agent(true, true)},
 		"agent silent, entry of copy": {record: &reportCopy, agent: agent(true, true)},
 		"agent never heard":           {agent: agent(false, true)},
+		"replica, nothing published":  {fromReplica: true},
+		"replica published":           {record: &published, fromReplica: true},
+		"replica published a copy":    {record: &publishedCopy, fromReplica: true},
 	}
 }
 
@@ -93,6 +98,16 @@ func TestPrecedence(t *testing.T) {
 		{10, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
 		{10, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
 		{11, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
+		// A pushed Cluster another replica delivers to: what it published,
+		// under the same precedence as the engine's own record.
+		{0, courier.CopyPhaseInvalid, "replica published a copy", courier.CopyPhaseInvalid, "base Invalid", ""},
+		{1, courier.CopyPhaseDenied, "replica published", courier.CopyPhaseDenied, "base Denied", ""},
+		{4, courier.CopyPhaseSourceMissing, "replica published a copy", courier.CopyPhaseSourceMissing,
+			"base SourceMissing; the copy made from resourceVersion 5 stays in cluster c1", "5"},
+		{5, courier.CopyPhaseSourceMissing, "replica, nothing published", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
+		{10, courier.CopyPhasePending, "replica published", courier.CopyPhaseForbidden, "from the holder", ""},
+		{10, courier.CopyPhasePending, "replica published a copy", courier.CopyPhaseSynced, "copied by the holder", "5"},
+		{12, courier.CopyPhasePending, "replica, nothing published", courier.CopyPhasePending, "base Pending", ""},
 	} {
 		t.Run(fmt.Sprintf("rule %d: %s, %s", tc.rule, tc.base, tc.delivery), func(t *testing.T) {
 			del, ok := d[tc.delivery]

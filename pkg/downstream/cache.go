@@ -156,6 +156,7 @@ func NewCache(src SecretSource, o Options) *Cache {
 	if o.WatchSelector == nil {
 		panic("downstream.NewCache: Options.WatchSelector is required")
 	}
+	registerMetrics()
 	return &Cache{src: src, o: withDefaults(o), entries: map[string]*entry{}, sets: watchSets{label: o.ShareLabel}}
 }
 
@@ -254,6 +255,9 @@ func (c *Cache) get(ctx context.Context, e *entry, key string, cluster *fleet.Cl
 func (c *Cache) set(e *entry, ref, seenRV, builtRV string, cl *Client, err error) {
 	if e.client != nil && e.client != cl {
 		c.stopClient(e.client)
+	}
+	if cl != nil && cl != e.client {
+		clientsOpen.Inc()
 	}
 	e.have, e.ref, e.seenRV, e.builtRV, e.client, e.err = true, ref, seenRV, builtRV, cl, err
 }
@@ -405,6 +409,7 @@ func routedHandler(route func(obj any) string, changed func(to string, now runti
 // stopClient stops a client, and its informers when no other Client reads
 // through them, without waiting for them; Stop waits.
 func (c *Cache) stopClient(cl *Client) {
+	clientsOpen.Dec()
 	close(cl.stop)
 	c.wg.Go(c.sets.leave(cl))
 }

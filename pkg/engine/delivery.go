@@ -36,7 +36,8 @@ type ShardConfig struct {
 }
 
 // errHandedOver refuses a write for a Cluster this replica no longer
-// delivers to; the pass goes on observing.
+// delivers to (its bucket was lost during the pass); the next pass over
+// the Cluster drops it.
 var errHandedOver = errors.New("this replica no longer delivers to the cluster; the replica holding its bucket writes")
 
 // deliveryGate counts, per bucket, the downstream writes in flight, so
@@ -135,12 +136,14 @@ func (e *Engine) beginWrite(ctx context.Context, clusterKey string) (_ context.C
 
 // BucketsChanged is sharding.Config.OnChange. For lost buckets it returns
 // once no write for their Clusters is in flight (each is bounded by
-// WriteTimeout; passes over them go on observing and write nothing more),
-// which acknowledges the loss. Each Cluster of a gained bucket is queued
-// for a whole pass, with its retry backoff forgotten: failures counted
-// while another replica delivered (or before a hand-over) must not delay
-// the new owner's retries by up to MaxBackoff. The caches are warm, as
-// every replica observes every Cluster, so current copies cost no request.
+// WriteTimeout; a pass over one of them writes nothing more), which
+// acknowledges the loss, and queues their Clusters, whose next pass drops
+// their downstream clients, informers and statuses (passCluster, leave).
+// Each Cluster of a gained bucket is queued for a whole pass, which starts
+// its client and informers, with its retry backoff forgotten: failures
+// counted before a hand-over must not delay the new owner's retries by up
+// to MaxBackoff. Until that pass records a row, the row shows what the
+// previous deliverer published.
 func (e *Engine) BucketsChanged(gained, lost []int) {
 	if len(lost) > 0 {
 		e.gate.mu.Lock()
@@ -151,11 +154,19 @@ func (e *Engine) BucketsChanged(gained, lost []int) {
 		}
 		e.gate.mu.Unlock()
 	}
-	if len(gained) == 0 || !e.desired.isComplete() {
-		return // DesiredComplete queues every Cluster
+	if !e.desired.isComplete() {
+		return // no pass yet, nothing held; DesiredComplete queues every Cluster
+	}
+	e.queueBuckets(append(append([]int(nil), gained...), lost...))
+}
+
+// queueBuckets queues every Cluster of the buckets for a whole pass.
+func (e *Engine) queueBuckets(buckets []int) {
+	if len(buckets) == 0 {
+		return
 	}
 	want := map[int]bool{}
-	for _, b := range gained {
+	for _, b := range buckets {
 		want[b] = true
 	}
 	clusters, err := e.cfg.Clusters.List(labels.Everything())

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,9 +41,11 @@ func sharded(env *testEnv) *fakeShards {
 	return s
 }
 
-// With sharding, the lease decides nothing: a replica writes for a
-// Cluster exactly while it holds the Cluster's bucket, and gaining the
-// bucket queues the Clusters in it, and only those.
+// With sharding, the lease decides nothing: a replica passes over, builds
+// a client for (and so watches) and writes for a Cluster exactly while it
+// holds the Cluster's bucket. Gaining the bucket queues the Clusters in it,
+// and only those; losing it queues them again, and that pass drops the
+// client and the rows' statuses.
 func TestShardedDeliveryFollowsBuckets(t *testing.T) {
 	down := newFakeCluster(true, targetNamespace)
 	db := srcSecret("db", "7")
@@ -53,26 +56,60 @@ func TestShardedDeliveryFollowsBuckets(t *testing.T) {
 	if err := env.reconcile(r); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
-	if w := writes(down.kube.Actions()); len(w) != 0 {
-		t.Fatalf("a replica not holding the bucket wrote %q", actionStrings(w))
+	if env.ds.gets != 0 || len(down.kube.Actions()) != 0 {
+		t.Fatalf("a replica not holding the bucket built a client (%d) or sent requests %q", env.ds.gets, env.downActions())
 	}
-	want := copycontract.Status{Phase: courier.CopyPhasePending, Message: "Secret apps/db does not exist in cluster c1 yet; the replica holding its bucket writes it"}
-	checkStatus(t, "observed row", env.mustStatus(r), want)
+	if st, ok := env.status(r); ok {
+		t.Fatalf("a replica not holding the bucket recorded %+v", st)
+	}
 	b := sharding.Bucket(fleetNS, "c1", testBuckets)
 	drain(env.e.queue)
 	shards.set(b, true)
 	env.e.BucketsChanged([]int{b}, nil)
-	for _, key := range drain(env.e.queue) {
+	queued := drain(env.e.queue)
+	for _, key := range queued {
 		ns, name := copycontract.SplitKey(key)
 		if sharding.Bucket(ns, name, testBuckets) != b {
 			t.Errorf("gaining bucket %d queued %s of another bucket", b, key)
 		}
 	}
-	down.kube.ClearActions()
+	if !slices.Contains(queued, clusterKey) {
+		t.Fatalf("gaining bucket %d did not queue %s: %v", b, clusterKey, queued)
+	}
 	if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
 		t.Fatalf("reconcile as owner: %v", err)
 	}
+	if env.ds.gets != 1 {
+		t.Errorf("the holder's pass built %d clients, want 1", env.ds.gets)
+	}
 	checkActions(t, "owner's writes", actionStrings(writes(down.kube.Actions())), []string{"create namespaces apps", "create secrets apps/db"})
+	if st := env.mustStatus(r); st.Phase != courier.CopyPhaseSynced || st.SyncedResourceVersion != "7" {
+		t.Errorf("the holder recorded %+v", st)
+	}
+
+	// The bucket is lost: the Cluster is queued, and its pass only drops.
+	shards.set(b, false)
+	env.ds.forgotten, env.changes = nil, nil
+	env.e.BucketsChanged(nil, []int{b})
+	if q := drain(env.e.queue); !slices.Contains(q, clusterKey) {
+		t.Fatalf("losing bucket %d did not queue %s: %v", b, clusterKey, q)
+	}
+	down.kube.ClearActions()
+	if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
+		t.Fatalf("reconcile after the loss: %v", err)
+	}
+	if env.ds.gets != 1 || len(down.kube.Actions()) != 0 {
+		t.Errorf("after the loss: %d clients built, requests %q", env.ds.gets, env.downActions())
+	}
+	if !slices.Contains(env.ds.forgotten, clusterKey) {
+		t.Errorf("the client of a lost Cluster was not dropped: forgotten %v", env.ds.forgotten)
+	}
+	if st, ok := env.status(r); ok {
+		t.Errorf("the status of a lost Cluster's row stayed: %+v", st)
+	}
+	if len(env.changes) != 1 || !slices.Contains(env.changes[0].Rows, keyOf(r)) {
+		t.Errorf("the view was told %+v, want the row whose status went", env.changes)
+	}
 }
 
 // Losing a bucket returns only once the write in flight for it has

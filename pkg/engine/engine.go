@@ -71,6 +71,11 @@ type Config struct {
 	// statuses or HelmOps' leftover copies changed, naming them, so the
 	// view updates just those rows.
 	OnStatusChange func([]copycontract.StatusChange)
+	// Publish, when set, is given after each pass over a pushed Cluster
+	// this replica delivers to the statuses recorded for all the Cluster's
+	// rows, by row key, so that every replica can serve them (DESIGN §10
+	// "Status", publish.go). It must not block; the map is its to keep.
+	Publish func(clusterKey string, rows map[string]copycontract.Status)
 	// CopyEvents, when set, is the sink the Downstream's watches report
 	// changes to copies to; New binds it to the engine (copyevents.go).
 	CopyEvents *CopyEvents
@@ -92,8 +97,9 @@ type Config struct {
 	// their rows read the same as the leader's.
 	Follower bool
 	// Shards, when set, shares delivery among the replicas (DESIGN §10,
-	// delivery.go): the engine observes every Cluster and writes for one
-	// only while Shards.Owns its bucket, whatever SetLeading said.
+	// delivery.go): the engine passes over, watches and writes for a
+	// pushed Cluster only while Shards.Owns its bucket, whatever
+	// SetLeading said; Publish lets the other replicas show its rows.
 	Shards *ShardConfig
 	// DrainTimeout bounds how long Run waits, once its context is done, for
 	// the groups of copies being written to finish (default 20 seconds).

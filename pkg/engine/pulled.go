@@ -16,16 +16,17 @@ func Pulled(cluster *fleet.Cluster) bool {
 	return ok
 }
 
-// leavePulled drops what the push engine held for a Cluster that is now
-// pulled -- its downstream client (and so its informers), expected
-// echoes, twin record, identities and leftover copies -- as when the
-// Cluster is deleted: the copies already written there are the agent's to
-// keep or remove.
-func (e *Engine) leavePulled(key string) {
+// leave drops what the push engine held for a Cluster it no longer
+// writes to -- one that is now pulled, or, with sharding, one whose bucket
+// another replica holds -- as when the Cluster is deleted: its downstream
+// client (and so its informers and connections), expected echoes, twin
+// record, identities, leftover copies and the statuses of its rows, so
+// that the view shows the agent's reports, or what the deliverer
+// published, and not a stale status of this replica. The copies already
+// written there are the agent's, or the other replica's, to keep or
+// remove. Leaving a Cluster already left costs a few map lookups.
+func (e *Engine) leave(key string) {
 	e.forgetCluster(key)
-	// Drop what the engine recorded for the Cluster's rows (a push pass
-	// made before it became pulled), so that the view shows the agent's
-	// reports and not a stale push status.
 	copies := e.desired.copiesFor(key)
 	keys := make([]string, len(copies))
 	for i, c := range copies {

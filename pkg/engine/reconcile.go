@@ -36,8 +36,24 @@ type outcome struct {
 //
 // When all that happened since the last pass is new source versions of
 // some rows (passScopes.take), and that pass ended with the same client, the
-// pass covers just those rows and does not sweep (scope.go).
+// pass covers just those rows and does not sweep (scope.go). What the
+// pass recorded is published when this replica delivers to the Cluster
+// (publish.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
+	err := e.passCluster(ctx, key)
+	e.publish(key)
+	return err
+}
+
+// passCluster is one pass of reconcileCluster. With sharding, a Cluster
+// this replica does not deliver to gets no pass at all: what it held for
+// the Cluster is dropped (leave), and its rows show what the deliverer
+// published.
+func (e *Engine) passCluster(ctx context.Context, key string) error {
+	if e.cfg.Shards != nil && !e.delivers(key) {
+		e.leave(key)
+		return nil
+	}
 	rows := e.scopes.take(key) // nil: every row, and the sweep
 	ns, name := copycontract.SplitKey(key)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
@@ -53,7 +69,7 @@ func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 		return err
 	}
 	if Pulled(cluster) {
-		e.leavePulled(key) // its agent writes there (DESIGN §9)
+		e.leave(key) // its agent writes there (DESIGN §9)
 		return nil
 	}
 	copies := e.desired.copiesFor(key)

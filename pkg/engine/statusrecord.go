@@ -122,8 +122,8 @@ func (r *statusRecord) status(rowKey string) (copycontract.Status, bool) {
 }
 
 // forget drops the statuses of rows that stay desired (their Cluster is
-// now pulled, and its agent reports them), to be reported by the next
-// notification. It reports whether any was dropped.
+// now pulled, and its agent reports them, or another replica delivers to
+// it), to be reported by the next notification. It reports whether any was dropped.
 func (r *statusRecord) forget(rowKeys []string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -26,7 +26,10 @@ import (
 // replica in the middle of a fan-out moves its buckets once their Leases
 // expire, every copy converges, and no Cluster is written by two
 // replicas at overlapping times; scaling to one replica and back to three
-// loses no copy and writes none that is current.
+// loses no copy and writes none that is current; every replica, read
+// directly, serves the statuses the holders published, holds clients for
+// its own Clusters only, and after a rolling restart shows every row's
+// last status from its first answer.
 func TestShardedDelivery(t *testing.T) {
 	f := &shardFleet{replicas: startShardReplicas(t, 3)}
 	waitSettled(t, f.replicas...)
@@ -35,6 +38,10 @@ func TestShardedDelivery(t *testing.T) {
 	t.Run("each Cluster delivered by the holder of its bucket alone", func(t *testing.T) { f.checkOwnDelivery(t) })
 	t.Run("SIGKILL of an owner mid-fan-out", func(t *testing.T) { f.killMidFanout(t) })
 	t.Run("3 to 1 to 3 replicas", func(t *testing.T) { f.scaleDownAndUp(t) })
+	t.Run("every replica serves the deliverer's statuses", func(t *testing.T) { f.checkServedEverywhere(t) })
+	t.Run("each replica watches its own Clusters only", func(t *testing.T) { f.checkNoObserving(t) })
+	t.Run("rolling restart: every row's last status at once on every replica", func(t *testing.T) { f.rollingRestart(t) })
+	t.Run("each replica watches its own Clusters only, after the rolling restart", func(t *testing.T) { f.checkNoObserving(t) })
 }
 
 // checkOwnDelivery: every test Cluster's bucket is held by one of the

@@ -17,6 +17,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
+	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 )
 
@@ -42,11 +43,12 @@ func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID 
 	}, nil
 }
 
-// newReports sets up the store of the agents' reports: an informer of the
-// report ConfigMaps in namespace only, and a report change re-overlays
-// that Cluster's rows. A Cluster that is deleted or stops being pulled has
-// its report deleted (by every replica that sees it; a 404 is fine), so
-// the reports are bounded by the pulled Clusters.
+// newReports sets up the store of the Clusters' status objects -- the
+// agents' reports of pulled Clusters, the statuses the deliverers of pushed
+// ones publish: an informer of the report ConfigMaps in namespace only,
+// and a change re-overlays that Cluster's rows. A Cluster that is deleted
+// or stops being pulled has its object deleted (by every replica that sees
+// it; a 404 is fine), so the objects are bounded by the Clusters.
 func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, namespace string) error {
 	v.reportInformer = agentreport.NewInformer(kube, namespace, informerResync)
 	// Reports and digests are written with a client of their own, so that
@@ -120,6 +122,20 @@ func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string)
 	return err
 }
 
+// publishStatuses keeps what the engine recorded for the rows of a pushed
+// Cluster it delivers to in the Cluster's status object (DESIGN §10
+// "Status"; engine.Config.Publish), by row name: the rows of a Cluster
+// are in its namespace.
+func (v *views) publishStatuses(clusterKey string, rows map[string]copycontract.Status) {
+	ns, name := copycontract.SplitKey(clusterKey)
+	entries := make(map[string]agentreport.Entry, len(rows))
+	for key, st := range rows {
+		_, row := copycontract.SplitKey(key)
+		entries[row] = agentreport.EntryOf(st)
+	}
+	v.reports.Publish(types.NamespacedName{Namespace: ns, Name: name}, entries)
+}
+
 // The report writers' own request limits (see newReports).
 const (
 	reportQPS   = 100
@@ -140,8 +156,9 @@ func (v *views) forgetReport(c types.NamespacedName) {
 	}()
 }
 
-// sweepReports deletes, once the caches have synced, the reports of
-// Clusters that went (or stopped being pulled) while no replica ran.
+// sweepReports deletes, once the caches have synced, the status objects of
+// Clusters that went while no replica ran, and the agents' reports of
+// Clusters that stopped being pulled meanwhile.
 func (v *views) sweepReports(ctx context.Context) {
 	clusters := v.fleetInformers.Fleet().V1alpha1().Clusters()
 	if !cache.WaitForNamedCacheSync("agent-reports", ctx.Done(), v.reportInformer.HasSynced, clusters.Informer().HasSynced) {
@@ -152,9 +169,15 @@ func (v *views) sweepReports(ctx context.Context) {
 		if err == nil && cl.Annotations[courier.AnnotationAgentUser] != "" {
 			continue
 		}
+		r, ok := v.reports.Report(c)
 		// A fresh heartbeat means the Cluster's agent was let in moments
 		// ago: the Cluster is newer than this replica's cache, not gone.
-		if r, ok := v.reports.Report(c); !ok || time.Now().Before(r.Deadline()) {
+		if !ok || time.Now().Before(r.Deadline()) {
+			continue
+		}
+		// A pushed Cluster's object (no heartbeat) is its deliverer's
+		// word: it goes with its Cluster only.
+		if err == nil && r.Heartbeat.LastHeard.IsZero() {
 			continue
 		}
 		if err := v.reports.Delete(ctx, c); err != nil {

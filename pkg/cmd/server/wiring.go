@@ -125,10 +125,12 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	if err != nil {
 		return nil, err
 	}
-	if err := v.newEngine(config, upstreamID, o, sources); err != nil {
+	// The status objects first: the engine publishes its pushed Clusters'
+	// statuses to them.
+	if err := v.newReports(config, v.upstream, o.AgentReportNamespace); err != nil {
 		return nil, err
 	}
-	if err := v.newReports(config, v.upstream, o.AgentReportNamespace); err != nil {
+	if err := v.newEngine(config, upstreamID, o, sources); err != nil {
 		return nil, err
 	}
 	if err := v.newController(o, sources); err != nil {
@@ -251,6 +253,9 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		// The view controller is built after the engine, from it: the
 		// engine's changes reach it through the relay it binds.
 		OnStatusChange: v.relay.StatusChanged,
+		// What the deliverer of a pushed Cluster recorded is kept upstream
+		// in the Cluster's status object, for every replica to serve.
+		Publish: v.publishStatuses,
 		// Every source read for a copy is checked against the export rule,
 		// whatever the view handed over.
 		Sources:               engine.UpstreamSources{Client: v.upstream, Guard: v.exports.Guard},

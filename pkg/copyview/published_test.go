@@ -1,0 +1,71 @@
+package copyview
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/courier-dev/courier/pkg/agentreport"
+	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
+)
+
+var pushedC2 = types.NamespacedName{Namespace: "fleet-default", Name: "c2"}
+
+// A pushed Cluster's rows show the engine's record on the replica that
+// delivers to it, and what its deliverer published on every other; a
+// replica that delivers but has not recorded the row yet (it just gained
+// the Cluster) shows what was published.
+func TestPushedRowsShowTheDeliverersWord(t *testing.T) {
+	f, reports, clk := newPulledFixture(t)
+	const creds = "app.c2.secret.creds"
+	// This replica delivers to c2: its own record (set by the fixture).
+	wantPhase(t, f, creds, courier.CopyPhaseConflict, "from the engine")
+
+	// Another replica delivers to c2 and published Synced: that shows, not
+	// this replica's own record.
+	synced := metav1.NewTime(clk.Now().Add(-time.Hour))
+	reports.mu.Lock()
+	reports.reports[pushedC2] = &agentreport.Report{Cluster: pushedC2, Rows: map[string]agentreport.Entry{
+		creds: {Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &synced}}}
+	reports.mu.Unlock()
+	f.engine.setElsewhere("fleet-default/c2", true)
+	f.c.ReportChanged(pushedC2)
+	f.drain()
+	r := wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")
+	if r.Status.SyncedResourceVersion != "7" || r.Status.LastSyncTime == nil || !r.Status.LastSyncTime.Equal(&synced) {
+		t.Errorf("synced RV %q, last sync %v: not the published ones", r.Status.SyncedResourceVersion, r.Status.LastSyncTime)
+	}
+	// The view's own verdicts keep precedence over what was published.
+	wantPhase(t, f, "app.c2.secret.absent", courier.CopyPhaseSourceMissing, "")
+
+	// This replica gains c2 and has no record yet: the published word.
+	f.engine.setElsewhere("fleet-default/c2", false)
+	f.engine.mu.Lock()
+	delete(f.engine.statuses, "fleet-default/"+creds)
+	f.engine.mu.Unlock()
+	f.c.ReportChanged(pushedC2)
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")
+
+	// Its first pass records Forbidden: its own record shows.
+	f.engine.setStatus("fleet-default/"+creds, copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "refused"})
+	f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: types.NamespacedName{Namespace: "fleet-default", Name: "app"},
+		Rows: []string{"fleet-default/" + creds}}})
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhaseForbidden, "refused")
+
+	// Nothing published and another replica delivers: the base.
+	reports.mu.Lock()
+	delete(reports.reports, pushedC2)
+	reports.mu.Unlock()
+	f.engine.setElsewhere("fleet-default/c2", true)
+	f.engine.mu.Lock()
+	delete(f.engine.statuses, "fleet-default/"+creds)
+	f.engine.mu.Unlock()
+	f.c.ReportChanged(pushedC2)
+	f.drain()
+	wantPhase(t, f, creds, courier.CopyPhasePending, "is not copied to cluster c2 yet")
+}

@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"github.com/courier-dev/courier/pkg/copycontract"
+)
+
+// Delivers reports whether this replica delivers to the Cluster clusterKey
+// ("<namespace>/<name>") now: with sharding, while it holds the Cluster's
+// bucket; without, while it leads. The view shows a delivered Cluster's
+// rows from the engine's own record, any other's from what its deliverer
+// published (Config.Publish).
+func (e *Engine) Delivers(clusterKey string) bool { return e.delivers(clusterKey) }
+
+// publish hands Config.Publish the statuses recorded for every row of a
+// pushed Cluster this replica delivers to, after a pass over it. It is
+// called after every pass, changed or not: the receiver writes only what
+// differs from what is upstream (agentreport.Store.Publish), so a pass
+// that changed nothing costs a comparison, and a pass that changed every
+// row of the Cluster one write for the Cluster. A replica that does not
+// deliver to the Cluster (it lost the bucket during the pass, or never
+// held it) publishes nothing: the deliverer's word is the only one kept.
+func (e *Engine) publish(clusterKey string) {
+	if e.cfg.Publish == nil || !e.delivers(clusterKey) {
+		return
+	}
+	ns, name := copycontract.SplitKey(clusterKey)
+	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
+	if err != nil || Pulled(cluster) {
+		return // gone, or its agent reports (DESIGN §9)
+	}
+	copies := e.desired.copiesFor(clusterKey)
+	rows := make(map[string]copycontract.Status, len(copies))
+	for _, c := range copies {
+		if st, ok := e.statuses.status(c.rowKey); ok {
+			rows[c.rowKey] = st
+		}
+	}
+	e.cfg.Publish(clusterKey, rows)
+}
