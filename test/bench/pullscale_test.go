@@ -46,6 +46,9 @@ type pullResult struct {
 	writes                  float64 // upstream writes in the window
 	writesBy                string
 	reportsSent, reportsBad int64
+	warmup                  time.Duration // heartbeats before the window
+	reportWrites            float64       // Courier's report writes in the window
+	runtimeNote             string        // Courier's Go runtime with every agent watching
 
 	// restart
 	restarted       bool
@@ -119,6 +122,11 @@ func testPull(t *testing.T) {
 	waitIdle(t, courier.Pid(), time.Minute)
 	res.rssWatching, _ = sampleMemory(t, ctx, courier.Pid(), 5, 200*time.Millisecond)
 	saveHeapProfile(t, fmt.Sprintf("heap-pull-%d.pprof", n))
+	if m, err := scrape(ctx); err == nil {
+		res.runtimeNote = fmt.Sprintf("%.0f goroutines, stacks %.0f MiB, heap in use %.0f MiB, heap idle %.0f MiB (released %.0f MiB)",
+			m.sum("go_goroutines"), m.sum("go_memstats_stack_inuse_bytes")/(1<<20), m.sum("go_memstats_heap_inuse_bytes")/(1<<20),
+			m.sum("go_memstats_heap_idle_bytes")/(1<<20), m.sum("go_memstats_heap_released_bytes")/(1<<20))
+	}
 
 	pullChange(t, ctx, up, f, ws, &res)
 	waitIdle(t, courier.Pid(), time.Minute)
@@ -264,18 +272,40 @@ func pullWrites(t *testing.T, ctx context.Context, f *agentFleet, res *pullResul
 	hbCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	sent, bad := f.heartbeats(hbCtx, res.interval, 64)
-	time.Sleep(2 * res.interval)
+	w0 := time.Now()
+	time.Sleep(res.interval)
+	// Every agent has reported once: its rows' first Synced, which
+	// Courier writes to the Cluster's report. Wait until those writes are
+	// done (the count stands still for 6 s), and two intervals in all,
+	// before counting: the figure is for everything current.
+	reports := func() float64 {
+		m, err := scrape(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.sum("courier_agent_status_writes_total", `object="report"`)
+	}
+	last, still := reports(), time.Now()
+	waitFor(10*time.Minute, func() bool {
+		time.Sleep(time.Second)
+		if r := reports(); r != last {
+			last, still = r, time.Now()
+		}
+		return time.Since(still) >= 6*time.Second && time.Since(w0) >= 2*res.interval
+	})
+	res.warmup = time.Since(w0)
 	m0, err := scrapeFrom(ctx, env.Upstream.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s0, b0, w0 := sent.Load(), bad.Load(), time.Now()
+	s0, b0, r0, w1 := sent.Load(), bad.Load(), reports(), time.Now()
 	time.Sleep(2 * res.interval)
 	m1, err := scrapeFrom(ctx, env.Upstream.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.window = time.Since(w0)
+	res.window = time.Since(w1)
+	res.reportWrites = reports() - r0
 	res.reportsSent, res.reportsBad = sent.Load()-s0, bad.Load()-b0
 	res.writes, res.writesBy = upstreamWrites(m0, m1)
 	if res.reportsBad > 0 {
@@ -424,7 +454,9 @@ func printPull(w io.Writer, rows []pullResult) {
 		tw.Flush()
 		fmt.Fprintf(w, "  restart: old process gone %.1f s after SIGTERM (exited on its own: %t), new one ready %.1f s after; %d watch opens refused or failed meanwhile (%d of them 410); RSS after %.0f MiB\n",
 			p.stopTook.Seconds(), p.exitedOnItsOwn, p.readyAfter.Seconds(), p.reconnectErrors, p.gone, mib(p.rssAfter))
-		fmt.Fprintf(w, "  upstream writes in the window: %s; payload probe: one agent's read raised Courier's counter by %.0f\n", orNone(p.writesBy), p.probeReads)
+		fmt.Fprintf(w, "  upstream writes in the window: %s (Courier's report writes %.0f; heartbeats ran %.0f s before it); payload probe: one agent's read raised Courier's counter by %.0f\n",
+			orNone(p.writesBy), p.reportWrites, p.warmup.Seconds(), p.probeReads)
+		fmt.Fprintf(w, "  Courier with every agent watching: %s\n", p.runtimeNote)
 	}
 }
 

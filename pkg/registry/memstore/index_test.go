@@ -149,3 +149,63 @@ func BenchmarkChangeWith500ClusterWatchers(b *testing.B) {
 		})
 	}
 }
+
+// TestIndexedWatchListLooksOnlyAtItsValue: an agent's watch-list (and a
+// watch from resourceVersion "") is handed its Cluster's rows, in key
+// order, with the bookmark, after evaluating its selector on those rows
+// alone -- not on every row, which made N agents connecting cost N² -- and
+// the objects' index follows rows that move to another Cluster or go.
+// The positive control is an unindexed watch-list, which evaluates every
+// row and gets the same rows.
+func TestIndexedWatchListLooksOnlyAtItsValue(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	for i := range 300 {
+		s.Upsert(obj("ns", fmt.Sprintf("r%03d", i), courier.CopyPhasePending, onCluster(fmt.Sprintf("c%d", i%100))))
+	}
+	s.Upsert(obj("ns", "r005", courier.CopyPhasePending, onCluster("c7")))    // moved from c5
+	s.Delete(Key{Namespace: "ns", Name: "r107"})                              // gone from c7
+	s.Upsert(obj("ns", "r207", courier.CopyPhaseSynced, onCluster("c7")))     // changed, stays
+	s.Upsert(obj("other", "r999", courier.CopyPhasePending, onCluster("c7"))) // another namespace
+	list := func(indexed bool) (string, int64) {
+		var evaluated atomic.Int64
+		match := func(o *dcp) bool { evaluated.Add(1); return o.Spec.Cluster == "c7" }
+		opts := &metainternalversion.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true}
+		var w watch.Interface
+		var err error
+		if indexed {
+			w, err = s.WatchIndexed(context.Background(), "ns", "c7", match, opts, newDCP)
+		} else {
+			w, err = s.Watch(context.Background(), "ns", match, opts, newDCP)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		var got []string
+		for e := range w.ResultChan() {
+			if e.Type == watch.Bookmark {
+				break
+			}
+			got = append(got, fmt.Sprintf("%s %s", e.Type, e.Object.(*dcp).Name))
+		}
+		return fmt.Sprint(got), evaluated.Load()
+	}
+	want := "[ADDED r005 ADDED r007 ADDED r207]"
+	got, evaluated := list(true)
+	// r999 is c7's too, in another namespace: the namespace leaves it out
+	// before the selector is asked.
+	if got != want || evaluated != 3 {
+		t.Errorf("indexed watch-list: %s after %d evaluations, want %s after 3", got, evaluated, want)
+	}
+	got, evaluated = list(false)
+	if got != want || evaluated != 299 {
+		t.Errorf("unindexed watch-list: %s after %d evaluations, want %s after 299 (every row in ns)", got, evaluated, want)
+	}
+	s.Delete(Key{Namespace: "ns", Name: "r005"}, Key{Namespace: "ns", Name: "r007"}, Key{Namespace: "ns", Name: "r207"}, Key{Namespace: "other", Name: "r999"})
+	s.mu.Lock()
+	_, left := s.objIndex["c7"]
+	s.mu.Unlock()
+	if left {
+		t.Error("c7 still in the objects' index after its last row went")
+	}
+}

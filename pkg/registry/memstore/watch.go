@@ -107,7 +107,11 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 		// it always did, and the queue stays empty.
 		w.result = make(chan watch.Event, len(pre)+s.bufferSize)
 	} else {
-		w.result = make(chan watch.Event, DefaultWatchBufferSize)
+		// A few events go straight into the channel; more wait in the
+		// queue, which costs nothing while empty: a channel of 256
+		// events was 8 KiB for each of 10,000 agents' mostly idle
+		// watches.
+		w.result = make(chan watch.Event, directEvents)
 	}
 	for _, p := range pre {
 		w.put(p)
@@ -116,6 +120,11 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 	go w.run(ctx.Done())
 	return w, nil
 }
+
+// directEvents is the room in a watcher's result channel when its limit
+// grows with the store (no WithWatchBufferSize): events beyond it wait in
+// the watcher's queue.
+const directEvents = 16
 
 // watchList reads a watch-list request from opts: whether the current
 // objects are sent first, and whether a bookmark then says they all were.
@@ -162,7 +171,14 @@ func (s *Store[T]) firstEventsLocked(w *watcher[T], opts *metainternalversion.Li
 // initial events.
 func (s *Store[T]) currentEventsLocked(w *watcher[T], wantBookmark bool, newEmpty func() T) ([]pendingEvent[T], error) {
 	var pre []pendingEvent[T]
-	for _, o := range s.currentLocked().items {
+	var objs []T
+	if w.index != nil && s.indexOf != nil {
+		// Only objects filed under its value can match (objindex.go).
+		objs = s.indexedLocked(*w.index)
+	} else {
+		objs = s.currentLocked().items
+	}
+	for _, o := range objs {
 		if w.matches(o) {
 			pre = append(pre, pendingEvent[T]{typ: watch.Added, obj: o})
 		}
