@@ -3,8 +3,10 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/watch"
@@ -208,4 +210,60 @@ func TestIndexedWatchListLooksOnlyAtItsValue(t *testing.T) {
 	if left {
 		t.Error("c7 still in the objects' index after its last row went")
 	}
+}
+
+// TestIdleWatchersHoldNoGoroutine: 1,000 agents' idle watches hold no
+// goroutine each; a burst larger than a watcher's channel starts one,
+// which hands over every event in order and ends once the queue is empty;
+// a cancelled context and Stop still close the channel. The positive
+// control is the burst: its goroutine shows while the events wait.
+func TestIdleWatchersHoldNoGoroutine(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	base := runtime.NumGoroutine()
+	ws, _ := clusterWatchers(t, s, 1000, true)
+	if grown := runtime.NumGoroutine() - base; grown > 50 {
+		t.Errorf("1,000 idle watchers started %d goroutines", grown)
+	}
+	for i := range 3 * directEvents {
+		s.Upsert(obj("ns", fmt.Sprintf("r%02d", i), courier.CopyPhasePending, onCluster("c3")))
+	}
+	if grown := runtime.NumGoroutine() - base; grown < 1 {
+		t.Errorf("no goroutine moves c3's %d waiting events", 3*directEvents)
+	}
+	for i := range 3 * directEvents {
+		e := <-ws[3].ResultChan()
+		if name := e.Object.(*dcp).Name; name != fmt.Sprintf("r%02d", i) {
+			t.Fatalf("event %d is %s", i, name)
+		}
+	}
+	if !waitUntil(func() bool { return runtime.NumGoroutine()-base <= 50 }) {
+		t.Errorf("%d goroutines left after the queue emptied", runtime.NumGoroutine()-base)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := s.WatchIndexed(ctx, "ns", "c3", nil, &metainternalversion.ListOptions{SendInitialEvents: ptr.To(false)}, newDCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	ws[4].Stop()
+	for _, w := range []watch.Interface{w, ws[4]} {
+		select {
+		case _, open := <-w.ResultChan():
+			if open {
+				t.Error("an event after the end")
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("channel not closed after cancel or Stop")
+		}
+	}
+}
+
+func waitUntil(cond func() bool) bool {
+	for range 500 {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }

@@ -90,7 +90,6 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 		namespace: namespace,
 		index:     index,
 		match:     match,
-		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
 
@@ -116,8 +115,12 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 	for _, p := range pre {
 		w.put(p)
 	}
+	if w.head < len(w.queue) {
+		w.running = true
+		go w.run()
+	}
 	s.addWatcherLocked(w)
-	go w.run(ctx.Done())
+	w.stopCtx = context.AfterFunc(ctx, w.Stop)
 	return w, nil
 }
 
@@ -293,10 +296,15 @@ func (p pendingEvent[T]) event() watch.Event {
 
 // watcher is one watch on a Store. Events reach its result channel either
 // directly from the writer (under the store's lock, while nothing is queued
-// and the channel has room) or through its queue and its run goroutine,
-// which alone closes the channel. A writer sends directly only when the
-// queue is empty, and run removes an event from the queue only after it has
-// sent it, so the two never send at the same time and order is kept.
+// and the channel has room) or through its queue and its run goroutine. A
+// writer sends directly only when the queue is empty, and run removes an
+// event from the queue only after it has sent it, so the two never send at
+// the same time and order is kept. run is started when an event is queued
+// and ends when the queue is empty: an idle watcher, such as each of
+// 10,000 agents' watches between changes, holds no goroutine of its own
+// (nor does its context: context.AfterFunc stops it). The channel is
+// closed under mu, by run when it ends after Stop or finish, or else by
+// Stop or finish themselves.
 type watcher[T Object] struct {
 	store     *Store[T]
 	namespace string
@@ -307,9 +315,10 @@ type watcher[T Object] struct {
 	// the store's watch limit.
 	initial int
 	result  chan watch.Event
-	wake    chan struct{} // run looks at the queue again
 	done    chan struct{} // closed by Stop
 	stop    sync.Once
+	// stopCtx undoes the context.AfterFunc that stops the watcher.
+	stopCtx func() bool
 
 	mu sync.Mutex
 	// queue[head:] are the events waiting for room in the channel, oldest
@@ -321,6 +330,8 @@ type watcher[T Object] struct {
 	finishing bool
 	// closed: the result channel is closed.
 	closed bool
+	// running: run is moving the queue into the channel.
+	running bool
 }
 
 var _ watch.Interface = &watcher[Object]{}
@@ -335,7 +346,17 @@ func (w *watcher[T]) Stop() {
 	w.store.mu.Lock()
 	w.store.removeWatcherLocked(w)
 	w.store.mu.Unlock()
-	w.stop.Do(func() { close(w.done) })
+	w.stop.Do(func() {
+		close(w.done)
+		w.mu.Lock()
+		if !w.running {
+			w.closeLocked()
+		}
+		w.mu.Unlock()
+		if w.stopCtx != nil {
+			w.stopCtx()
+		}
+	})
 }
 
 // put queues p during Watch, before anyone else can see w.
@@ -366,68 +387,73 @@ func (w *watcher[T]) offer(p pendingEvent[T], limit int) bool {
 		return false
 	}
 	w.queue = append(w.queue, p)
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if !w.running {
+		w.running = true
+		go w.run()
 	}
 	return true
 }
 
-// finish makes run close the result channel once what is waiting has been
+// finish makes the result channel close once what is waiting has been
 // sent.
 func (w *watcher[T]) finish() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.finishing = true
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
+	switch {
+	case w.running:
+	case w.head == len(w.queue):
+		w.closeLocked()
 	default:
+		w.running = true
+		go w.run()
 	}
 }
 
-// run moves queued events into the result channel, copying each on the way,
-// until the watch is stopped, ctx is done or, once finishing, the queue is
-// empty; then it closes the channel.
-func (w *watcher[T]) run(ctxDone <-chan struct{}) {
-	defer func() {
-		w.mu.Lock()
-		w.closed = true
-		w.queue, w.head = nil, 0
-		close(w.result)
-		w.mu.Unlock()
-	}()
+// run moves queued events into the result channel, copying each on the
+// way, until the queue is empty or the watch is stopped; it closes the
+// channel when it ends after Stop, or once finishing with nothing left.
+func (w *watcher[T]) run() {
 	for {
 		w.mu.Lock()
-		if w.head == len(w.queue) {
-			finishing := w.finishing
+		if w.head == len(w.queue) || w.stopped() {
+			w.running = false
+			if w.finishing || w.stopped() {
+				w.closeLocked()
+			}
 			w.mu.Unlock()
-			if finishing {
-				return
-			}
-			select {
-			case <-w.wake:
-				continue
-			case <-w.done:
-				return
-			case <-ctxDone:
-				w.Stop()
-				return
-			}
+			return
 		}
 		p := w.queue[w.head]
 		w.mu.Unlock()
 		select {
 		case w.result <- p.event():
 		case <-w.done:
-			return
-		case <-ctxDone:
-			w.Stop()
-			return
+			continue
 		}
 		w.mu.Lock()
 		w.popLocked()
 		w.mu.Unlock()
 	}
+}
+
+func (w *watcher[T]) stopped() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeLocked closes the result channel, once, and drops what waits.
+func (w *watcher[T]) closeLocked() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.queue, w.head = nil, 0
+	close(w.result)
 }
 
 // popLocked drops the oldest queued event, and the queue's memory once it
