@@ -40,6 +40,8 @@ type simAgent struct {
 	// watch-list.
 	watchingAt atomic.Int64
 	watching   atomic.Bool
+	// ends counts its watches that ended.
+	ends atomic.Int64
 }
 
 // agentFleet runs the simulated agents. They share the upstream admin's
@@ -142,6 +144,7 @@ func (f *agentFleet) run(ctx context.Context, i int) {
 			f.markWatching(a)
 		}
 		resume = f.consume(ctx, i, w, list)
+		a.ends.Add(1)
 		if a.watching.Swap(false) {
 			f.watching.Add(-1)
 		}
