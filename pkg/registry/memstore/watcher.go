@@ -236,4 +236,3 @@ func (w *watcher[T]) convert(e event[T]) (pendingEvent[T], bool) {
 	}
 	return pendingEvent[T]{}, false
 }
-
