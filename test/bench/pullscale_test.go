@@ -397,6 +397,10 @@ func printPull(w io.Writer, rows []pullResult) {
 				fmt.Fprintf(tw, "rolling restart, %s: every agent watching again\t<= 60 s\tnot within 5 minutes\tFAIL\n", st.replica)
 				continue
 			}
+			if st.reconnecting == 0 {
+				fmt.Fprintf(tw, "rolling restart, %s: no agent's watch was on it\t<= 60 s\t-\t-\n", st.replica)
+				continue
+			}
 			fmt.Fprintf(tw, "rolling restart, %s (%d agents lost their watch): every agent watching again, from SIGTERM\t<= 60 s\t%.1f s\t%s\n",
 				st.replica, st.reconnecting, st.allAfter.Seconds(), verdict(st.allAfter <= time.Minute))
 			per := perAgentMS(st.cpu, max(st.reconnecting, 1))
