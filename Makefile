@@ -20,7 +20,7 @@ IMAGE_DIR ?= $(CURDIR)/_output/images
 # Unit tests: every package but the suites that need real servers.
 UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/...
 E2E_TIMEOUT ?= 45m
-BENCH_TIMEOUT ?= 30m
+BENCH_TIMEOUT ?= 60m
 CHAOS_TIMEOUT ?= 45m
 NODE_TIMEOUT ?= 45m
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
@@ -88,9 +88,10 @@ test-e2e: build
 ## with a client-go pool (copies/s, time to the last copy, a new HelmOp's
 ## creates), its memory and idle CPU holding the copies, listing the rows
 ## against listing ConfigMaps, and its memory under unrelated Secrets (with
-## and without field copies); prints one table with targets (see
-## docs/benchmarks.md). Starts its own clusters: about 25 min on 2 cores
-## once the tools are built.
+## and without field copies), and pull at edge scale (10,000 simulated
+## agents, COURIER_BENCH_PULL; two replicas, a rolling restart); prints one
+## table with targets (see docs/benchmarks.md). Starts its own clusters:
+## about 40 min on 2 cores once the tools are built.
 bench: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_BENCH=1 \
 		$(GO) test -count=1 -timeout $(BENCH_TIMEOUT) -v ./test/bench/ -run Bench

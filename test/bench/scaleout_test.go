@@ -251,13 +251,6 @@ func median(v []float64) float64 {
 	return s[(len(s)-1)/2]
 }
 
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
-}
-
 // printScaleOut writes the scale-out table: per figure, one replica's
 // value, the busiest of the three's, the ratio, the target and the
 // verdict (medians over the rounds).

@@ -3,8 +3,10 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/watch"
@@ -148,4 +150,120 @@ func BenchmarkChangeWith500ClusterWatchers(b *testing.B) {
 			b.ReportMetric(float64(evaluated.Load())/float64(i), "selectors/change")
 		})
 	}
+}
+
+// TestIndexedWatchListLooksOnlyAtItsValue: an agent's watch-list (and a
+// watch from resourceVersion "") is handed its Cluster's rows, in key
+// order, with the bookmark, after evaluating its selector on those rows
+// alone -- not on every row, which made N agents connecting cost N² -- and
+// the objects' index follows rows that move to another Cluster or go.
+// The positive control is an unindexed watch-list, which evaluates every
+// row and gets the same rows.
+func TestIndexedWatchListLooksOnlyAtItsValue(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	for i := range 300 {
+		s.Upsert(obj("ns", fmt.Sprintf("r%03d", i), courier.CopyPhasePending, onCluster(fmt.Sprintf("c%d", i%100))))
+	}
+	s.Upsert(obj("ns", "r005", courier.CopyPhasePending, onCluster("c7")))    // moved from c5
+	s.Delete(Key{Namespace: "ns", Name: "r107"})                              // gone from c7
+	s.Upsert(obj("ns", "r207", courier.CopyPhaseSynced, onCluster("c7")))     // changed, stays
+	s.Upsert(obj("other", "r999", courier.CopyPhasePending, onCluster("c7"))) // another namespace
+	list := func(indexed bool) (string, int64) {
+		var evaluated atomic.Int64
+		match := func(o *dcp) bool { evaluated.Add(1); return o.Spec.Cluster == "c7" }
+		opts := &metainternalversion.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true}
+		var w watch.Interface
+		var err error
+		if indexed {
+			w, err = s.WatchIndexed(context.Background(), "ns", "c7", match, opts, newDCP)
+		} else {
+			w, err = s.Watch(context.Background(), "ns", match, opts, newDCP)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		var got []string
+		for e := range w.ResultChan() {
+			if e.Type == watch.Bookmark {
+				break
+			}
+			got = append(got, fmt.Sprintf("%s %s", e.Type, e.Object.(*dcp).Name))
+		}
+		return fmt.Sprint(got), evaluated.Load()
+	}
+	want := "[ADDED r005 ADDED r007 ADDED r207]"
+	got, evaluated := list(true)
+	// r999 is c7's too, in another namespace: the namespace leaves it out
+	// before the selector is asked.
+	if got != want || evaluated != 3 {
+		t.Errorf("indexed watch-list: %s after %d evaluations, want %s after 3", got, evaluated, want)
+	}
+	got, evaluated = list(false)
+	if got != want || evaluated != 299 {
+		t.Errorf("unindexed watch-list: %s after %d evaluations, want %s after 299 (every row in ns)", got, evaluated, want)
+	}
+	s.Delete(Key{Namespace: "ns", Name: "r005"}, Key{Namespace: "ns", Name: "r007"}, Key{Namespace: "ns", Name: "r207"}, Key{Namespace: "other", Name: "r999"})
+	s.mu.Lock()
+	_, left := s.objIndex["c7"]
+	s.mu.Unlock()
+	if left {
+		t.Error("c7 still in the objects' index after its last row went")
+	}
+}
+
+// TestIdleWatchersHoldNoGoroutine: 1,000 agents' idle watches hold no
+// goroutine each; a burst larger than a watcher's channel starts one,
+// which hands over every event in order and ends once the queue is empty;
+// a cancelled context and Stop still close the channel. The positive
+// control is the burst: its goroutine shows while the events wait.
+func TestIdleWatchersHoldNoGoroutine(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	base := runtime.NumGoroutine()
+	ws, _ := clusterWatchers(t, s, 1000, true)
+	if grown := runtime.NumGoroutine() - base; grown > 50 {
+		t.Errorf("1,000 idle watchers started %d goroutines", grown)
+	}
+	for i := range 3 * directEvents {
+		s.Upsert(obj("ns", fmt.Sprintf("r%02d", i), courier.CopyPhasePending, onCluster("c3")))
+	}
+	if grown := runtime.NumGoroutine() - base; grown < 1 {
+		t.Errorf("no goroutine moves c3's %d waiting events", 3*directEvents)
+	}
+	for i := range 3 * directEvents {
+		e := <-ws[3].ResultChan()
+		if name := e.Object.(*dcp).Name; name != fmt.Sprintf("r%02d", i) {
+			t.Fatalf("event %d is %s", i, name)
+		}
+	}
+	if !waitUntil(func() bool { return runtime.NumGoroutine()-base <= 50 }) {
+		t.Errorf("%d goroutines left after the queue emptied", runtime.NumGoroutine()-base)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := s.WatchIndexed(ctx, "ns", "c3", nil, &metainternalversion.ListOptions{SendInitialEvents: ptr.To(false)}, newDCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	ws[4].Stop()
+	for _, w := range []watch.Interface{w, ws[4]} {
+		select {
+		case _, open := <-w.ResultChan():
+			if open {
+				t.Error("an event after the end")
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("channel not closed after cancel or Stop")
+		}
+	}
+}
+
+func waitUntil(cond func() bool) bool {
+	for range 500 {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }

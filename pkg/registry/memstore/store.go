@@ -166,7 +166,7 @@ type event[T Object] struct {
 // What this costs: a history entry (40 bytes) and a waiting event (48
 // bytes) point at stored objects, which are never modified and so are
 // shared, not copied. Deep copies are made only when an event is put in a
-// watcher's result channel (at most DefaultWatchBufferSize per watcher, or
+// watcher's result channel (at most 16 per watcher, or
 // the fixed buffer size), and by Get and List for what they return. At
 // 10,000 objects the history is at most 21,024 entries (under 1 MB) and a
 // watcher's queue at most as many events again beyond its initial ones
@@ -197,6 +197,9 @@ type Store[T Object] struct {
 	indexed    map[string]map[*watcher[T]]struct{}
 	indexField string
 	indexOf    func(any) string
+	// objIndex holds the objects by their index value when indexOf is
+	// set (objindex.go).
+	objIndex map[string]map[Key]T
 
 	// order holds the keys of objs, sorted, as of the last snapshot;
 	// orderAdds, orderDels and orderRebuild say what changed since (see
@@ -239,6 +242,7 @@ func New[T Object](opts ...Option) *Store[T] {
 		indexed:     map[string]map[*watcher[T]]struct{}{},
 		indexField:  c.indexField,
 		indexOf:     c.indexOf,
+		objIndex:    map[string]map[Key]T{},
 
 		maxSnapshots: c.snapshots,
 		snapshotTTL:  c.snapshotTTL,
@@ -369,6 +373,7 @@ func (s *Store[T]) putLocked(k Key, in T, now metav1.Time) bool {
 	s.rv++
 	stored.SetResourceVersion(formatRV(s.rv))
 	s.objs[k] = stored
+	s.indexPutLocked(k, old, had, stored)
 	s.peak = max(s.peak, len(s.objs))
 	s.emitLocked(event[T]{rv: s.rv, typ: typ, obj: stored, prev: old})
 	return true
@@ -383,6 +388,7 @@ func (s *Store[T]) deleteLocked(k Key) bool {
 	}
 	s.rv++
 	delete(s.objs, k)
+	s.indexDeleteLocked(k, old)
 	s.orderDels++
 	s.emitLocked(event[T]{rv: s.rv, typ: watch.Deleted, prev: old})
 	return true

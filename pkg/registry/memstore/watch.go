@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	apistorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
@@ -90,7 +88,6 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 		namespace: namespace,
 		index:     index,
 		match:     match,
-		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
 
@@ -107,15 +104,28 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, m
 		// it always did, and the queue stays empty.
 		w.result = make(chan watch.Event, len(pre)+s.bufferSize)
 	} else {
-		w.result = make(chan watch.Event, DefaultWatchBufferSize)
+		// A few events go straight into the channel; more wait in the
+		// queue, which costs nothing while empty: a channel of 256
+		// events was 8 KiB for each of 10,000 agents' mostly idle
+		// watches.
+		w.result = make(chan watch.Event, directEvents)
 	}
 	for _, p := range pre {
 		w.put(p)
 	}
+	if w.head < len(w.queue) {
+		w.running = true
+		go w.run()
+	}
 	s.addWatcherLocked(w)
-	go w.run(ctx.Done())
+	w.stopCtx = context.AfterFunc(ctx, w.Stop)
 	return w, nil
 }
+
+// directEvents is the room in a watcher's result channel when its limit
+// grows with the store (no WithWatchBufferSize): events beyond it wait in
+// the watcher's queue.
+const directEvents = 16
 
 // watchList reads a watch-list request from opts: whether the current
 // objects are sent first, and whether a bookmark then says they all were.
@@ -162,7 +172,14 @@ func (s *Store[T]) firstEventsLocked(w *watcher[T], opts *metainternalversion.Li
 // initial events.
 func (s *Store[T]) currentEventsLocked(w *watcher[T], wantBookmark bool, newEmpty func() T) ([]pendingEvent[T], error) {
 	var pre []pendingEvent[T]
-	for _, o := range s.currentLocked().items {
+	var objs []T
+	if w.index != nil && s.indexOf != nil {
+		// Only objects filed under its value can match (objindex.go).
+		objs = s.indexedLocked(*w.index)
+	} else {
+		objs = s.currentLocked().items
+	}
+	for _, o := range objs {
 		if w.matches(o) {
 			pre = append(pre, pendingEvent[T]{typ: watch.Added, obj: o})
 		}
@@ -249,213 +266,6 @@ func (s *Store[T]) removeWatcherLocked(w *watcher[T]) {
 			delete(s.indexed, *w.index)
 		}
 	}
-}
-
-// pendingEvent is an event waiting for one watcher. It points at a stored
-// object, which is never modified, and is copied only when it is sent.
-type pendingEvent[T Object] struct {
-	typ watch.EventType
-	obj T
-	// deletedRV, when not zero, is the resource version the copy of obj gets
-	// (a Deleted event carries the last state with the deletion's version).
-	deletedRV uint64
-	// own, when set, is sent instead of a copy of obj: an object made for
-	// this watcher alone (the initial-events-end bookmark).
-	own runtime.Object
-}
-
-func (p pendingEvent[T]) event() watch.Event {
-	if p.own != nil {
-		return watch.Event{Type: p.typ, Object: p.own}
-	}
-	c := p.obj.DeepCopyObject().(T)
-	if p.deletedRV != 0 {
-		c.SetResourceVersion(formatRV(p.deletedRV))
-	}
-	return watch.Event{Type: p.typ, Object: c}
-}
-
-// watcher is one watch on a Store. Events reach its result channel either
-// directly from the writer (under the store's lock, while nothing is queued
-// and the channel has room) or through its queue and its run goroutine,
-// which alone closes the channel. A writer sends directly only when the
-// queue is empty, and run removes an event from the queue only after it has
-// sent it, so the two never send at the same time and order is kept.
-type watcher[T Object] struct {
-	store     *Store[T]
-	namespace string
-	// index, when set, is the index value the watcher is filed under.
-	index *string
-	match func(T) bool
-	// initial is the number of initial events, which do not count against
-	// the store's watch limit.
-	initial int
-	result  chan watch.Event
-	wake    chan struct{} // run looks at the queue again
-	done    chan struct{} // closed by Stop
-	stop    sync.Once
-
-	mu sync.Mutex
-	// queue[head:] are the events waiting for room in the channel, oldest
-	// first.
-	queue []pendingEvent[T]
-	head  int
-	// finishing: no more events will come; close the channel once the
-	// queue is empty.
-	finishing bool
-	// closed: the result channel is closed.
-	closed bool
-}
-
-var _ watch.Interface = &watcher[Object]{}
-
-// ResultChan implements watch.Interface.
-func (w *watcher[T]) ResultChan() <-chan watch.Event { return w.result }
-
-// Stop implements watch.Interface. The result channel is closed soon after,
-// and events still waiting are dropped; calling Stop more than once is
-// harmless.
-func (w *watcher[T]) Stop() {
-	w.store.mu.Lock()
-	w.store.removeWatcherLocked(w)
-	w.store.mu.Unlock()
-	w.stop.Do(func() { close(w.done) })
-}
-
-// put queues p during Watch, before anyone else can see w.
-func (w *watcher[T]) put(p pendingEvent[T]) {
-	if w.head == len(w.queue) && len(w.result) < cap(w.result) {
-		w.result <- p.event()
-		return
-	}
-	w.queue = append(w.queue, p)
-}
-
-// offer hands p to w, and reports false, leaving w unchanged, when more than
-// limit events beyond its initial ones would be waiting.
-func (w *watcher[T]) offer(p pendingEvent[T], limit int) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed || w.finishing {
-		return true
-	}
-	waiting := len(w.queue) - w.head
-	if waiting == 0 && len(w.result) < cap(w.result) {
-		// run is not sending (it sends only while the queue is not
-		// empty), so this does not block.
-		w.result <- p.event()
-		return true
-	}
-	if len(w.result)+waiting >= w.initial+limit {
-		return false
-	}
-	w.queue = append(w.queue, p)
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// finish makes run close the result channel once what is waiting has been
-// sent.
-func (w *watcher[T]) finish() {
-	w.mu.Lock()
-	w.finishing = true
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run moves queued events into the result channel, copying each on the way,
-// until the watch is stopped, ctx is done or, once finishing, the queue is
-// empty; then it closes the channel.
-func (w *watcher[T]) run(ctxDone <-chan struct{}) {
-	defer func() {
-		w.mu.Lock()
-		w.closed = true
-		w.queue, w.head = nil, 0
-		close(w.result)
-		w.mu.Unlock()
-	}()
-	for {
-		w.mu.Lock()
-		if w.head == len(w.queue) {
-			finishing := w.finishing
-			w.mu.Unlock()
-			if finishing {
-				return
-			}
-			select {
-			case <-w.wake:
-				continue
-			case <-w.done:
-				return
-			case <-ctxDone:
-				w.Stop()
-				return
-			}
-		}
-		p := w.queue[w.head]
-		w.mu.Unlock()
-		select {
-		case w.result <- p.event():
-		case <-w.done:
-			return
-		case <-ctxDone:
-			w.Stop()
-			return
-		}
-		w.mu.Lock()
-		w.popLocked()
-		w.mu.Unlock()
-	}
-}
-
-// popLocked drops the oldest queued event, and the queue's memory once it
-// is empty or mostly consumed.
-func (w *watcher[T]) popLocked() {
-	w.queue[w.head] = pendingEvent[T]{}
-	w.head++
-	switch {
-	case w.head == len(w.queue):
-		if cap(w.queue) > 4*DefaultWatchBufferSize {
-			w.queue = nil
-		} else {
-			w.queue = w.queue[:0]
-		}
-		w.head = 0
-	case w.head >= DefaultWatchBufferSize && 2*w.head >= len(w.queue):
-		n := copy(w.queue, w.queue[w.head:])
-		clear(w.queue[n:])
-		w.queue, w.head = w.queue[:n], 0
-	}
-}
-
-func (w *watcher[T]) matches(o T) bool {
-	if w.namespace != "" && o.GetNamespace() != w.namespace {
-		return false
-	}
-	return w.match == nil || w.match(o)
-}
-
-// convert turns a stored event into the event this watcher should see, if
-// any: Added for an object that starts to match, Modified for one that still
-// matches, Deleted for one that stops matching or is gone.
-func (w *watcher[T]) convert(e event[T]) (pendingEvent[T], bool) {
-	cur := e.typ != watch.Deleted && w.matches(e.obj)
-	prev := e.typ != watch.Added && w.matches(e.prev)
-	switch {
-	case cur && !prev:
-		return pendingEvent[T]{typ: watch.Added, obj: e.obj}, true
-	case cur && prev:
-		return pendingEvent[T]{typ: watch.Modified, obj: e.obj}, true
-	case prev:
-		return pendingEvent[T]{typ: watch.Deleted, obj: e.prev, deletedRV: e.rv}, true
-	}
-	return pendingEvent[T]{}, false
 }
 
 // IndexedWatchers returns how many watchers are filed under an index

@@ -1,0 +1,425 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	courierapi "github.com/courier-dev/courier/pkg/apis/courier"
+	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/test/fleetsim"
+)
+
+// pullResult is the pull row (issues 12 and 27): N simulated agents, each
+// its own user through Courier's agent authorizer.
+type pullResult struct {
+	agents, replicas int
+
+	// first connect
+	connect          time.Duration // from the first watch opened to every agent watching
+	connectCPU       time.Duration // Courier's CPU over that span
+	connectErrors    int64
+	rssBefore        int64 // Courier's RSS before any agent connected, all replicas
+	rssWatching      int64 // with every agent watching, idle: the largest replica
+	rssWatchingTotal int64 // all replicas
+
+	// one source change
+	received       int
+	p50, p99, last time.Duration
+	changeCPU      time.Duration
+	probeReads     float64 // Courier's payload counter after one agent read its payload
+
+	// upstream writes with everything current
+	interval                time.Duration // the agents' report interval
+	window                  time.Duration
+	writes                  float64 // upstream writes in the window
+	writesBy                string
+	reportsSent, reportsBad int64
+	warmup                  time.Duration // heartbeats before the window
+	reportWrites            float64       // Courier's report writes in the window
+	runtimeNote             string        // Courier's Go runtime with every agent watching
+
+	// rolling restart, one step per replica
+	steps    []restartStep
+	rssAfter int64 // the largest replica after it
+}
+
+// pullAgents is COURIER_BENCH_PULL, default 10,000.
+func pullAgents(t *testing.T) int {
+	return intsFromEnv(t, "COURIER_BENCH_PULL", []int{10000})[0]
+}
+
+// testPull measures pull delivery at edge scale (issue 27): N pulled
+// Clusters, each with its own agent user bound to courier:agent and one
+// row; N simulated agents (agentFleet) that hold one filtered watch each
+// through the aggregator as their own user, then one source change, the
+// upstream writes while every agent heartbeats with everything current,
+// and a restart of Courier with every agent connected.
+func testPull(t *testing.T) {
+	n := pullAgents(t)
+	ctx := context.Background()
+	up := fastUpstream(t)
+	cfg := rest.CopyConfig(env.Upstream.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side limit: the agents are N processes
+	cfg.Timeout = 0
+	fc, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ws = "bench-pull-ws"
+	name := func(i int) string { return fmt.Sprintf("a%d", i) }
+	set, restore := startPullReplicas(t, ctx, pullReplicas(t))
+	defer restore()
+	srcRV := setupPull(t, ctx, up, fc, ws, n, name)
+	defer func() {
+		_ = fc.FleetV1alpha1().HelmOps(ws).Delete(ctx, "pull", metav1.DeleteOptions{})
+		_ = up.CoreV1().Namespaces().Delete(ctx, ws, metav1.DeleteOptions{})
+		waitNamespaceGone(t, up, ws)
+	}()
+	set.waitIdle(t)
+	agentsRefused(t, ctx, fc, ws, name)
+	set.waitIdle(t)
+
+	res := pullResult{agents: n, replicas: len(set.rs)}
+	// The agents start with their copies made from the source as it is:
+	// as after an earlier run, so connecting reads no payload.
+	f := newAgentFleet(fc, ws, n, name, srcRV, 64)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg *sync.WaitGroup
+	defer func() {
+		stop()
+		if wg != nil {
+			wg.Wait()
+		}
+	}()
+	_, res.rssBefore = set.rss(t, ctx, false)
+	c0, t0 := set.cpu(t, -1), time.Now()
+	stopProfile := startCPUProfile(t, fmt.Sprintf("cpu-pull-%d-connect.pprof", n), profileSeconds(t))
+	wg = f.start(runCtx)
+	if !waitFor(10*time.Minute, func() bool { return f.allWatchingSince(t0) }) {
+		t.Fatalf("%d of %d agents watching after 10 minutes (%d watch opens failed)", f.watching.Load(), n, f.openErrors.Load())
+	}
+	res.connect, res.connectCPU, res.connectErrors = f.lastWatching().Sub(t0), set.cpu(t, -1)-c0, f.openErrors.Load()
+	stopProfile()
+	set.waitIdle(t)
+	res.rssWatching, res.rssWatchingTotal = set.rss(t, ctx, true)
+	saveHeapProfile(t, fmt.Sprintf("heap-pull-%d.pprof", n))
+	res.runtimeNote = set.runtimeNote(ctx)
+
+	pullChange(t, ctx, up, set, f, ws, &res)
+	set.waitIdle(t)
+	pullWrites(t, ctx, set, f, &res)
+	set.waitIdle(t)
+	f.readPayloads.Store(true)
+	for k := range set.rs {
+		res.steps = append(res.steps, restartReplica(t, ctx, set, k, f))
+		set.waitIdle(t)
+	}
+	res.rssAfter, _ = set.rss(t, ctx, true)
+	results.addPull(res)
+}
+
+// setupPull creates ws with the source s0, n pulled Clusters, their
+// agents' RoleBinding and one HelmOp copying s0 to all of them, waits for
+// the n rows, and returns s0's resourceVersion.
+func setupPull(t *testing.T, ctx context.Context, up kubernetes.Interface, fc versioned.Interface, ws string, n int, name func(int) string) string {
+	t.Helper()
+	if _, err := up.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	src, err := up.CoreV1().Secrets(ws).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s0"},
+		Data: map[string][]byte{"round": []byte("0")}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = fleetsim.Parallel(n, 4*setupWorkers, func(i int) error {
+		_, err := fc.FleetV1alpha1().Clusters(ws).Create(ctx, &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name(i + 1),
+			Annotations: map[string]string{courierapi.AnnotationAgentUser: agentUser(name(i + 1))}}}, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindAgents(t, ctx, up, ws, n, name)
+	op := &fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "pull"}}
+	op.Spec.DownstreamResources = []fleet.DownstreamResource{{Kind: "Secret", Name: "s0"}}
+	for i := 1; i <= n; i++ {
+		op.Spec.Targets = append(op.Spec.Targets, fleet.BundleTarget{ClusterName: name(i),
+			BundleDeploymentOptions: fleet.BundleDeploymentOptions{TargetNamespace: "bench-pull"}})
+	}
+	if _, err := fc.FleetV1alpha1().HelmOps(ws).Create(ctx, op, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRows(ctx, fc, ws, n); err != nil {
+		t.Fatal(err)
+	}
+	return src.ResourceVersion
+}
+
+// pullChange changes the source and times its arrival at every agent's
+// watch. One agent then reads its payload, and Courier's counter of
+// payload GETs must show it: the counter the restart is judged by counts.
+func pullChange(t *testing.T, ctx context.Context, up kubernetes.Interface, set *replicaSet, f *agentFleet, ws string, res *pullResult) {
+	t.Helper()
+	src, err := up.CoreV1().Secrets(ws).Get(ctx, "s0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Data["round"] = []byte("1")
+	var (
+		mu      sync.Mutex
+		arrived []time.Duration
+		rv      string
+		t0      time.Time
+		known   = make(chan struct{})
+	)
+	fn := func(_ int, sourceRV string) {
+		<-known
+		if sourceRV != rv {
+			return
+		}
+		d := time.Since(t0)
+		mu.Lock()
+		arrived = append(arrived, d)
+		mu.Unlock()
+	}
+	f.arrival.Store(&fn)
+	defer f.arrival.Store(nil)
+	c0 := set.cpu(t, -1)
+	t0 = time.Now()
+	updated, err := up.CoreV1().Secrets(ws).Update(ctx, src, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv = updated.ResourceVersion
+	close(known)
+	n := len(f.agents)
+	waitFor(5*time.Minute, func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == n })
+	res.changeCPU = set.cpu(t, -1) - c0
+	mu.Lock()
+	res.received = len(arrived)
+	if len(arrived) > 0 {
+		res.p50, res.p99, res.last = fleetsim.Percentile(arrived, 50), fleetsim.Percentile(arrived, 99), fleetsim.MaxDuration(arrived)
+	}
+	mu.Unlock()
+	if res.received < n {
+		t.Errorf("%d of %d agents' watches saw the source change within 5 minutes", res.received, n)
+	}
+	res.probeReads = probePayload(t, ctx, set, f)
+}
+
+// probePayload has the first agent read its row's payload and returns
+// how much Courier's payload counter rose; it must be 1.
+func probePayload(t *testing.T, ctx context.Context, set *replicaSet, f *agentFleet) float64 {
+	t.Helper()
+	m0 := set.sum(t, ctx, -1, payloadReads)
+	a := f.agents[0]
+	a.mu.Lock()
+	row := a.row
+	a.mu.Unlock()
+	if err := f.fc.CourierV1alpha1().RESTClient().Get().SetHeader("Impersonate-User", a.user).Namespace(row.Namespace).
+		Resource("downstreamcopies").Name(row.Name).SubResource("payload").Do(ctx).Error(); err != nil {
+		t.Fatalf("agent %s reading its payload: %v", a.user, err)
+	}
+	d := set.sum(t, ctx, -1, payloadReads) - m0
+	if d != 1 {
+		t.Errorf("Courier's payload counter rose by %v for one payload read, want 1", d)
+	}
+	return d
+}
+
+// payloadReads is Courier's count of GET downstreamcopies/payload.
+func payloadReads(m metrics) float64 {
+	return m.sum("apiserver_request_total", `resource="downstreamcopies"`, `subresource="payload"`, `verb="GET"`)
+}
+
+// pullInterval is COURIER_BENCH_PULL_REPORT_SECONDS, default 30: the
+// simulated agents' report interval (the agent's default).
+func pullInterval(t *testing.T) time.Duration {
+	return time.Duration(intsFromEnv(t, "COURIER_BENCH_PULL_REPORT_SECONDS", []int{30})[0]) * time.Second
+}
+
+// pullWrites lets every agent heartbeat (its row Synced, once per report
+// interval) for two intervals, so that first reports and liveness settle,
+// then counts the upstream kube-apiserver's writes over two more.
+func pullWrites(t *testing.T, ctx context.Context, set *replicaSet, f *agentFleet, res *pullResult) {
+	t.Helper()
+	res.interval = pullInterval(t)
+	hbCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	sent, bad := f.heartbeats(hbCtx, res.interval, max(64, len(f.agents)/40))
+	w0 := time.Now()
+	time.Sleep(res.interval)
+	// Every agent has reported once: its rows' first Synced, which
+	// Courier writes to the Cluster's report. Wait until those writes are
+	// done (the count stands still for 6 s), and two intervals in all,
+	// before counting: the figure is for everything current.
+	reports := func() float64 {
+		return set.sum(t, ctx, -1, func(m metrics) float64 { return m.sum("courier_agent_status_writes_total", `object="report"`) })
+	}
+	last, still := reports(), time.Now()
+	waitFor(10*time.Minute, func() bool {
+		time.Sleep(time.Second)
+		if r := reports(); r != last {
+			last, still = r, time.Now()
+		}
+		return time.Since(still) >= 6*time.Second && time.Since(w0) >= 2*res.interval
+	})
+	res.warmup = time.Since(w0)
+	m0, err := scrapeFrom(ctx, env.Upstream.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, b0, r0, w1 := sent.Load(), bad.Load(), reports(), time.Now()
+	time.Sleep(2 * res.interval)
+	m1, err := scrapeFrom(ctx, env.Upstream.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.window = time.Since(w1)
+	res.reportWrites = reports() - r0
+	res.reportsSent, res.reportsBad = sent.Load()-s0, bad.Load()-b0
+	res.writes, res.writesBy = upstreamWrites(m0, m1)
+	if res.reportsBad > 0 {
+		t.Errorf("%d of %d heartbeat reports refused or failed", res.reportsBad, res.reportsSent+res.reportsBad)
+	}
+}
+
+// upstreamWrites is the upstream kube-apiserver's write requests (POST,
+// PUT, PATCH, DELETE) between two scrapes, leaving out reviews (token,
+// access), which store nothing, and requests it proxied to Courier; and
+// the largest by resource.
+func upstreamWrites(before, after metrics) (float64, string) {
+	by := map[string]float64{}
+	var total float64
+	for series, v := range after {
+		name, labels, _ := strings.Cut(series, "{")
+		if name != "apiserver_request_total" {
+			continue
+		}
+		switch label(labels, "verb") {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		resource := label(labels, "resource")
+		if strings.HasSuffix(resource, "reviews") || label(labels, "group") == courierapi.GroupName {
+			continue
+		}
+		d := v - before[series]
+		if d <= 0 {
+			continue
+		}
+		total += d
+		by[label(labels, "verb")+" "+resource] += d
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return by[keys[i]] > by[keys[j]] })
+	var parts []string
+	for _, k := range keys[:min(len(keys), 6)] {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, by[k]))
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+// waitFor polls cond every 50 ms until it holds or max passes.
+func waitFor(max time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(max)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// addPull records a pull row.
+func (r *report) addPull(p pullResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pull = append(r.pull, p)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// printPull writes issue 27's pull figures, each with its target and
+// verdict.
+func printPull(w io.Writer, rows []pullResult) {
+	for _, p := range rows {
+		n := p.agents
+		fmt.Fprintf(w, "pull (issue 27): %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s)\n", n, p.replicas)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "figure\ttarget\tmeasured\tverdict")
+		fmt.Fprintf(tw, "first connect: every agent watching (watch-list through the aggregator)\t-\t%.1f s, %d opens refused or failed\t-\n", p.connect.Seconds(), p.connectErrors)
+		fmt.Fprintf(tw, "Courier CPU per connecting agent (first connect, all replicas)\t-\t%.2f ms\t-\n", perAgentMS(p.connectCPU, n))
+		fmt.Fprintf(tw, "Courier RSS per replica holding the watches (largest; all: %.0f MiB)\t<= 1024 MiB\t%.0f MiB\t%s\n",
+			mib(p.rssWatchingTotal), mib(p.rssWatching), verdict(mib(p.rssWatching) <= 1024))
+		growth := float64(p.rssWatchingTotal-p.rssBefore) / 1024 / float64(n)
+		fmt.Fprintf(tw, "Courier RSS per watch (all replicas' growth from %.0f MiB / %d)\t<= 40 KiB\t%.1f KiB\t%s\n", mib(p.rssBefore), n, growth, verdict(growth <= 40))
+		fmt.Fprintf(tw, "source change -> every agent's watch: p99 (p50, last; %d of %d; Courier CPU %s)\t<= 1 s\t%s (%s, %s)\t%s\n",
+			p.received, n, ms(p.changeCPU), ms(p.p99), ms(p.p50), ms(p.last), verdict(p.received == n && p.p99 <= time.Second))
+		rate := p.writes / p.window.Seconds()
+		expected := float64(n) * p.window.Seconds() / p.interval.Seconds()
+		v := verdict(rate <= 50)
+		if float64(p.reportsSent) < 0.9*expected {
+			v = "NOT MEASURED: heartbeats fell behind"
+		}
+		fmt.Fprintf(tw, "upstream writes/s, everything current (%d heartbeats of %.0f due, every %s, %.0f s window)\t<= 50/s\t%.1f/s\t%s\n",
+			p.reportsSent, expected, p.interval, p.window.Seconds(), rate, v)
+		before := float64(n) / p.interval.Seconds()
+		fmt.Fprintf(tw, "  before issue 27: every heartbeat rewrote its Cluster's report (computed, not measured: N / %s)\t<= 50/s\t%.1f/s\t%s\n",
+			p.interval, before, verdict(before <= 50))
+		for _, st := range p.steps {
+			if !st.ok {
+				fmt.Fprintf(tw, "rolling restart, %s: every agent watching again\t<= 60 s\tnot within 5 minutes\tFAIL\n", st.replica)
+				continue
+			}
+			if st.reconnecting == 0 {
+				fmt.Fprintf(tw, "rolling restart, %s: no agent's watch was on it\t<= 60 s\t-\t-\n", st.replica)
+				continue
+			}
+			fmt.Fprintf(tw, "rolling restart, %s (%d agents lost their watch): every agent watching again, from SIGTERM\t<= 60 s\t%.1f s\t%s\n",
+				st.replica, st.reconnecting, st.allAfter.Seconds(), verdict(st.allAfter <= time.Minute))
+			per := perAgentMS(st.cpu, max(st.reconnecting, 1))
+			fmt.Fprintf(tw, "  Courier CPU per reconnecting agent (new process from its start, other replicas in the step)\t<= 5 ms\t%.2f ms\t%s\n",
+				per, verdict(per <= 5))
+			fmt.Fprintf(tw, "  payload reads, every copy current (Courier's counters; agents')\t0\t%.0f; %d\t%s\n",
+				st.payloadCounter, st.payloadAgents, verdict(st.payloadCounter == 0 && st.payloadAgents == 0))
+		}
+		tw.Flush()
+		for _, st := range p.steps {
+			fmt.Fprintf(w, "  restart of %s: old process gone %.1f s after SIGTERM (exited on its own: %t), new one ready %.1f s after; %d watch opens refused or failed meanwhile (%d of them 410)\n",
+				st.replica, st.stopTook.Seconds(), st.exitedOnItsOwn, st.readyAfter.Seconds(), st.openErrors, st.gone)
+		}
+		fmt.Fprintf(w, "  upstream writes in the window: %s (Courier's report writes %.0f; heartbeats ran %.0f s before it); payload probe: one agent's read raised Courier's counters by %.0f\n",
+			orNone(p.writesBy), p.reportWrites, p.warmup.Seconds(), p.probeReads)
+		fmt.Fprintf(w, "  with every agent watching: %s; largest RSS after the rolling restart %.0f MiB\n", p.runtimeNote, mib(p.rssAfter))
+	}
+}
+
+func perAgentMS(d time.Duration, n int) float64 {
+	return float64(d) / float64(time.Millisecond) / float64(n)
+}
