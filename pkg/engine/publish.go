@@ -19,6 +19,11 @@ func (e *Engine) Delivers(clusterKey string) bool { return e.delivers(clusterKey
 // row of the Cluster one write for the Cluster. A replica that does not
 // deliver to the Cluster (it lost the bucket during the pass, or never
 // held it) publishes nothing: the deliverer's word is the only one kept.
+//
+// The Cluster's leftover copies go with the statuses: only the deliverer
+// sweeps the Cluster, and every replica shows their rows. Until its first
+// sweep since it gained the Cluster it has none to tell (nil), and the
+// receiver keeps what its predecessor published rather than erase it.
 func (e *Engine) publish(clusterKey string) {
 	if e.cfg.Publish == nil || !e.delivers(clusterKey) {
 		return
@@ -35,5 +40,6 @@ func (e *Engine) publish(clusterKey string) {
 			rows[c.rowKey] = st
 		}
 	}
-	e.cfg.Publish(clusterKey, rows)
+	left, _ := e.statuses.leftoversIn(clusterKey) // nil until swept: the object's stay
+	e.cfg.Publish(clusterKey, rows, left)
 }
