@@ -92,8 +92,8 @@ func (f *shardFleet) setKeeper(t *testing.T, keep bool, sources ...string) {
 // checkLeftoversEverywhere: a copy kept after its entry is removed shows
 // Kept on its Cluster's deliverer first (the positive control), then on
 // every other replica, read directly; listed again, its row is Synced on
-// every replica; removed without keepResources, the copy goes and its
-// row with it, on every replica.
+// every replica; the HelmOp gone, both copies show Kept everywhere, and
+// once they are removed downstream their rows go everywhere.
 func (f *shardFleet) checkLeftoversEverywhere(t *testing.T) {
 	holder := owners(t)[1]
 	var deliverer *localenv.Courier
@@ -125,12 +125,25 @@ func (f *shardFleet) checkLeftoversEverywhere(t *testing.T) {
 		waitKeeperRows(t, r, "the entry listed again: its row is Synced, not Kept", both)
 	}
 
-	f.setKeeper(t, false)
+	// The HelmOp gone: both copies stay, Kept, on every replica (the
+	// leftovers of an owner that is gone). Removed downstream, they go,
+	// and their rows with them, on every replica.
 	if err := f.fc.FleetV1alpha1().HelmOps(shardNS).Delete(context.Background(), keeperOp, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	allKept := map[string]string{"s0": "Kept", "s1": "Kept"}
+	waitKeeperRows(t, deliverer, "the HelmOp gone: both copies Kept (positive control)", allKept)
+	for _, r := range others {
+		waitKeeperRows(t, r, "the HelmOp gone: both copies Kept", allKept)
+	}
+	down := downstream(t, 0) // sc01's (fleetsim.CreateClusters)
+	for _, s := range shardSources {
+		if err := down.CoreV1().Secrets(shardKeepNS).Delete(context.Background(), s, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, r := range f.replicas {
-		waitKeeperRows(t, r, "the HelmOp gone without keepResources: its copies and rows go", map[string]string{})
+		waitKeeperRows(t, r, "the kept copies removed downstream: their rows go", map[string]string{})
 	}
 	names := make([]string, len(f.replicas))
 	for i, r := range f.replicas {
