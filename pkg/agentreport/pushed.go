@@ -67,7 +67,9 @@ func (s *Store) Publish(cluster types.NamespacedName, rows map[string]Entry, lef
 		q.next = &batch{done: make(chan struct{})}
 	}
 	q.next.rows = rows
-	q.next.leftovers = leftovers
+	if leftovers != nil { // unknown leftovers do not undo a waiting batch's
+		q.next.leftovers = leftovers
+	}
 	q.next.replace = true
 	if !q.writing {
 		q.writing = true
