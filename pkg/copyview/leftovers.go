@@ -11,8 +11,10 @@ import (
 // §10 "Status"): the engine's own for the pushed Clusters this replica
 // delivers to, what the deliverer published in the Cluster's status
 // object (agentreport.Store.Publish, key _leftovers) for the pushed
-// Clusters it does not. Which one is decided by Engine.Delivers, as for a
-// row's status (delivery), never by a displayed field. A pulled Cluster's
+// Clusters it does not, or has not swept since it gained them
+// (Engine.LeftoversKnown: until its first sweep it shows its predecessor's
+// word, as for a row's status). Which one is decided by the engine, as
+// for a row's status (delivery), never by a displayed field. A pulled Cluster's
 // copies are its agent's, which reports its rows only: no leftover rows
 // show for it, from the engine (which leaves a pulled Cluster) or from an
 // object (an agent's report holds none).
@@ -26,17 +28,23 @@ func (c *Controller) leftovers(op types.NamespacedName) []copycontract.Leftover 
 	}
 	var out []copycontract.Leftover
 	for _, l := range own {
-		if c.engine.Delivers(clusterKeyOf(l)) {
+		if c.ownLeftovers(clusterKeyOf(l)) {
 			out = append(out, l)
 		}
 	}
 	for _, l := range c.inputs.Reports.Leftovers(op) {
-		if c.engine.Delivers(clusterKeyOf(l)) || !c.pushed(l.HelmOp.Namespace, l.Cluster) {
+		if c.ownLeftovers(clusterKeyOf(l)) || !c.pushed(l.HelmOp.Namespace, l.Cluster) {
 			continue
 		}
 		out = append(out, l)
 	}
 	return out
+}
+
+// ownLeftovers reports whether a Cluster's leftovers shown are the
+// engine's: it delivers to the Cluster and has swept it since.
+func (c *Controller) ownLeftovers(clusterKey string) bool {
+	return c.engine.Delivers(clusterKey) && c.engine.LeftoversKnown(clusterKey)
 }
 
 // clusterKeyOf is the key of a leftover's Cluster: a copy is written for

@@ -91,6 +91,21 @@ func TestLeftoverRowsShowTheDeliverersWord(t *testing.T) {
 	f.drain()
 	wantPhase(t, f, row, courier.CopyPhaseKept, "the engine's")
 
+	// It delivers to c2 but has not swept it since it gained it: what the
+	// previous deliverer published.
+	f.engine.mu.Lock()
+	f.engine.unswept = map[string]bool{"fleet-default/c2": true}
+	f.engine.mu.Unlock()
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseKept, "published")
+	f.engine.mu.Lock()
+	f.engine.unswept = nil
+	f.engine.mu.Unlock()
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseKept, "the engine's")
+
 	// Another replica delivers to c2: what it published, not the engine's.
 	f.engine.setElsewhere("fleet-default/c2", true)
 	f.c.LeftoversChanged(appOp)

@@ -11,6 +11,14 @@ import (
 // published (Config.Publish).
 func (e *Engine) Delivers(clusterKey string) bool { return e.delivers(clusterKey) }
 
+// LeftoversKnown reports whether the engine's leftovers of a Cluster
+// ("<namespace>/<name>") are its own finding: a sweep of the Cluster found
+// them since the engine last gained (or forgot) it. Until then the view
+// shows what the Cluster's previous deliverer published.
+func (e *Engine) LeftoversKnown(clusterKey string) bool {
+	return e.statuses.swept(clusterKey)
+}
+
 // publish hands Config.Publish the statuses recorded for every row of a
 // pushed Cluster this replica delivers to, after a pass over it. It is
 // called after every pass, changed or not: the receiver writes only what

@@ -171,6 +171,14 @@ func (r *statusRecord) leftoversIn(clusterKey string) ([]copycontract.Leftover, 
 	return out, true
 }
 
+// swept reports whether a cluster's leftovers are known (leftoversIn).
+func (r *statusRecord) swept(clusterKey string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.leftovers.swept[clusterKey]
+	return ok
+}
+
 // setLeftovers records a cluster's leftover copies (nil forgets the
 // cluster) and reports whether they changed; the HelmOps whose leftovers
 // changed are reported by the next notification.
