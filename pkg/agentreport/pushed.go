@@ -40,8 +40,17 @@ func EntryOf(st copycontract.Status) Entry {
 // their own. Publishes for one Cluster are coalesced as Record's are: the
 // latest replaces a batch still waiting, so a burst of passes over one
 // Cluster is one or two writes, never one per row.
-func (s *Store) Publish(cluster types.NamespacedName, rows map[string]Entry) {
-	if s.publishedAlready(cluster, rows) {
+//
+// leftovers are the Cluster's leftover copies (LeftoversKey), kept the same
+// way: replaced as a whole, written only when they differ from what is
+// upstream. nil leaves the object's as they are: the deliverer has not
+// swept the Cluster since it gained it, and what its predecessor found
+// stays until it has.
+func (s *Store) Publish(cluster types.NamespacedName, rows map[string]Entry, leftovers []copycontract.Leftover) {
+	for i := range leftovers {
+		leftovers[i].Message = truncate(leftovers[i].Message, MaxMessageBytes)
+	}
+	if s.publishedAlready(cluster, rows, leftovers) {
 		return
 	}
 	if rows == nil {
@@ -58,6 +67,9 @@ func (s *Store) Publish(cluster types.NamespacedName, rows map[string]Entry) {
 		q.next = &batch{done: make(chan struct{})}
 	}
 	q.next.rows = rows
+	if leftovers != nil { // unknown leftovers do not undo a waiting batch's
+		q.next.leftovers = leftovers
+	}
 	q.next.replace = true
 	if !q.writing {
 		q.writing = true
@@ -66,15 +78,19 @@ func (s *Store) Publish(cluster types.NamespacedName, rows map[string]Entry) {
 }
 
 // publishedAlready reports whether the object upstream (as the informer
-// has it) holds every entry of rows, and no agent's heartbeat.
-func (s *Store) publishedAlready(cluster types.NamespacedName, rows map[string]Entry) bool {
+// has it) holds every entry of rows and the leftovers (unless nil), and no
+// agent's heartbeat.
+func (s *Store) publishedAlready(cluster types.NamespacedName, rows map[string]Entry, leftovers []copycontract.Leftover) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r, ok := s.reports[cluster]
 	if !ok {
-		return len(rows) == 0
+		return len(rows) == 0 && len(leftovers) == 0
 	}
 	if !r.Heartbeat.LastHeard.IsZero() {
+		return false
+	}
+	if leftovers != nil && !sameLeftovers(r.Leftovers, leftovers) {
 		return false
 	}
 	for row, e := range rows {
@@ -100,10 +116,18 @@ func samePublished(prev, e Entry) bool {
 // mergePublished returns the report of a batch of Publish over the report
 // cur holds (nil: none), and whether it is worth a write (see Publish).
 func mergePublished(old *Report, cluster types.NamespacedName, b *batch) (*Report, bool) {
-	r := &Report{Cluster: cluster, Rows: make(map[string]Entry, len(b.rows))}
-	changed := old == nil && len(b.rows) > 0
+	r := &Report{Cluster: cluster, Rows: make(map[string]Entry, len(b.rows)), Leftovers: b.leftovers}
+	changed := old == nil && (len(b.rows) > 0 || len(b.leftovers) > 0)
 	if old != nil && !old.Heartbeat.LastHeard.IsZero() {
 		changed = true // an agent's report: the Cluster is pushed now
+	}
+	switch {
+	case old != nil && b.leftovers == nil:
+		r.Leftovers = old.Leftovers // not swept yet: the object's stay
+	case old != nil && sameLeftovers(old.Leftovers, b.leftovers):
+		r.Leftovers = old.Leftovers // keeps what is upstream, cut messages
+	case old != nil:
+		changed = true
 	}
 	for row, e := range b.rows {
 		r.Rows[row] = e

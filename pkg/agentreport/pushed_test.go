@@ -24,7 +24,7 @@ func tenRows(rv string) map[string]Entry {
 
 func TestPublishWritesOnChangeOnly(t *testing.T) {
 	f := newFixture(t, nil)
-	f.store.Publish(edge1, tenRows("1"))
+	f.store.Publish(edge1, tenRows("1"), nil)
 	r := f.waitReport("the first publish", func(r *Report) bool { return len(r.Rows) == 10 })
 	if !r.Heartbeat.LastHeard.IsZero() {
 		t.Errorf("a pushed Cluster's object has a heartbeat: %+v", r.Heartbeat)
@@ -44,7 +44,7 @@ func TestPublishWritesOnChangeOnly(t *testing.T) {
 		e.LastSyncTime = &t
 		later[row] = e
 	}
-	f.store.Publish(edge1, later)
+	f.store.Publish(edge1, later, nil)
 	f.store.wmu.Lock()
 	queued := f.store.queues[edge1] != nil
 	f.store.wmu.Unlock()
@@ -53,7 +53,7 @@ func TestPublishWritesOnChangeOnly(t *testing.T) {
 	}
 
 	// Every source changed: ten rows change, one write.
-	f.store.Publish(edge1, tenRows("2"))
+	f.store.Publish(edge1, tenRows("2"), nil)
 	f.waitReport("the second publish", func(r *Report) bool { return r.Rows["app.edge1.secret.s9"].SyncedResourceVersion == "2" })
 	if n := f.writes.Load(); n != 2 {
 		t.Errorf("%d writes after a change of every row, want 2 (one per change of the Cluster)", n)
@@ -62,10 +62,10 @@ func TestPublishWritesOnChangeOnly(t *testing.T) {
 	// A row gone: not worth a write of its own; it goes with the next change.
 	rows := tenRows("2")
 	delete(rows, "app.edge1.secret.s0")
-	f.store.Publish(edge1, rows)
+	f.store.Publish(edge1, rows, nil)
 	rows = tenRows("3")
 	delete(rows, "app.edge1.secret.s0")
-	f.store.Publish(edge1, rows)
+	f.store.Publish(edge1, rows, nil)
 	r = f.waitReport("the third publish", func(r *Report) bool { return r.Rows["app.edge1.secret.s9"].SyncedResourceVersion == "3" })
 	if _, ok := r.Rows["app.edge1.secret.s0"]; ok || len(r.Rows) != 9 {
 		t.Errorf("the gone row stayed: %d rows", len(r.Rows))
@@ -81,7 +81,7 @@ func TestPublishReplacesAnAgentsReport(t *testing.T) {
 	f.waitReport("the agent's report", func(r *Report) bool { return !r.Heartbeat.LastHeard.IsZero() })
 	// The Cluster is pushed now, and its deliverer found the same status.
 	e := Entry{Phase: courier.CopyPhaseSynced, Message: "m"}
-	f.store.Publish(edge1, map[string]Entry{"app.edge1.secret.s0": e})
+	f.store.Publish(edge1, map[string]Entry{"app.edge1.secret.s0": e}, nil)
 	waitFor(t, "the agent's heartbeat gone from a pushed Cluster's object", func() bool {
 		_, ok := f.object().Data[HeartbeatKey]
 		return !ok

@@ -18,8 +18,9 @@
 // courier.dev/agent-report=true and names its Cluster in the annotations
 // courier.dev/cluster-namespace and courier.dev/cluster. Its data holds
 // one key per row (the row's name; a JSON Entry) and the key _heartbeat (a
-// JSON Heartbeat), which no row name can be: row names are lower-case DNS
-// subdomains.
+// JSON Heartbeat) or, for a pushed Cluster, _leftovers (its leftover
+// copies, see leftovers.go), which no row name can be: row names are
+// lower-case DNS subdomains.
 package agentreport
 
 import (
@@ -38,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 const (
@@ -96,6 +98,9 @@ type Report struct {
 	Heartbeat Heartbeat
 	// Rows are the entries by row name.
 	Rows map[string]Entry
+	// Leftovers are a pushed Cluster's leftover copies as its deliverer
+	// found them (LeftoversKey), in the order it published them.
+	Leftovers []copycontract.Leftover
 }
 
 // Deadline is when the agent's rows turn Unreachable unless it is heard
@@ -211,6 +216,10 @@ func decode(cm *corev1.ConfigMap) (*Report, bool) {
 			_ = json.Unmarshal([]byte(v), &r.Heartbeat)
 			continue
 		}
+		if k == LeftoversKey {
+			r.Leftovers = decodeLeftovers(c, v)
+			continue
+		}
 		var e Entry
 		if err := json.Unmarshal([]byte(v), &e); err == nil {
 			r.Rows[k] = e
@@ -234,6 +243,14 @@ func encode(r *Report) (map[string]string, error) {
 			}
 			data[row] = string(b)
 			size += len(row) + len(b)
+		}
+		left, err := encodeLeftovers(r.Leftovers, limit)
+		if err != nil {
+			return nil, err
+		}
+		if left != "" {
+			data[LeftoversKey] = left
+			size += len(LeftoversKey) + len(left)
 		}
 		if !r.Heartbeat.LastHeard.IsZero() {
 			b, err := json.Marshal(r.Heartbeat)

@@ -3,7 +3,6 @@ package agentreport
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
+
+	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
 // Rows tells which Cluster a row belongs to, so that a report keeps
@@ -39,6 +40,9 @@ type Options struct {
 	// OnChange is told the Cluster whose report changed in the informer's
 	// cache (written by this replica or another).
 	OnChange func(cluster types.NamespacedName)
+	// OnLeftovers is told each owner whose leftover copies in some
+	// Cluster's object changed in the informer's cache (Leftovers).
+	OnLeftovers func(owner types.NamespacedName)
 	// Clock stamps heartbeats; the real clock when nil.
 	Clock clock.PassiveClock
 	// Linger is how long the first report for a Cluster waits for more
@@ -68,15 +72,19 @@ type Store struct {
 	informer  cache.SharedIndexInformer
 	rows      Rows
 	onChange  func(types.NamespacedName)
-	clock     clock.PassiveClock
-	linger    time.Duration
-	liveness  *Liveness
+	// onLeftovers: Options.OnLeftovers.
+	onLeftovers func(types.NamespacedName)
+	clock       clock.PassiveClock
+	linger      time.Duration
+	liveness    *Liveness
 
 	mu sync.RWMutex
 	// reports are the parsed reports by Cluster; byName maps a ConfigMap's
 	// name to its Cluster, for deletions.
 	reports map[types.NamespacedName]*Report
 	byName  map[string]types.NamespacedName
+	// byOwner files the reports' leftovers by owner, then Cluster.
+	byOwner map[types.NamespacedName]map[types.NamespacedName][]copycontract.Leftover
 
 	wmu    sync.Mutex
 	queues map[types.NamespacedName]*queue
@@ -92,9 +100,11 @@ type queue struct {
 // batch is the reports that one write carries; every Record that joined it
 // waits for done and returns err.
 type batch struct {
-	rows     map[string]Entry
-	interval time.Duration
-	heard    time.Time
+	rows map[string]Entry
+	// leftovers replace the object's when not nil (Publish).
+	leftovers []copycontract.Leftover
+	interval  time.Duration
+	heard     time.Time
 	// replace: rows are every entry of a pushed Cluster (Publish), not
 	// some of an agent's (Record).
 	replace bool
@@ -127,17 +137,19 @@ func labelledConfigMaps(client kubernetes.Interface, namespace, label string, re
 // when OnChange must see every report.
 func New(o Options) (*Store, error) {
 	s := &Store{
-		namespace: o.Namespace,
-		client:    o.Client,
-		informer:  o.Informer,
-		rows:      o.Rows,
-		onChange:  o.OnChange,
-		clock:     o.Clock,
-		linger:    o.Linger,
-		liveness:  o.Liveness,
-		reports:   map[types.NamespacedName]*Report{},
-		byName:    map[string]types.NamespacedName{},
-		queues:    map[types.NamespacedName]*queue{},
+		namespace:   o.Namespace,
+		client:      o.Client,
+		informer:    o.Informer,
+		rows:        o.Rows,
+		onChange:    o.OnChange,
+		onLeftovers: o.OnLeftovers,
+		clock:       o.Clock,
+		linger:      o.Linger,
+		liveness:    o.Liveness,
+		reports:     map[types.NamespacedName]*Report{},
+		byName:      map[string]types.NamespacedName{},
+		byOwner:     map[types.NamespacedName]map[types.NamespacedName][]copycontract.Leftover{},
+		queues:      map[types.NamespacedName]*queue{},
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -206,15 +218,24 @@ func (s *Store) put(obj any) {
 	r, ok := decode(cm)
 	s.mu.Lock()
 	old, had := s.byName[cm.Name]
+	var owners []types.NamespacedName
+	var prev []copycontract.Leftover // the leftovers r replaces
 	if had {
+		if ok && old == r.Cluster {
+			prev = s.reports[old].Leftovers
+		} else {
+			owners = s.indexLeftoversLocked(old, s.reports[old].Leftovers, nil)
+		}
 		delete(s.reports, old)
 		delete(s.byName, cm.Name)
 	}
 	if ok {
+		owners = append(owners, s.indexLeftoversLocked(r.Cluster, prev, r.Leftovers)...)
 		s.reports[r.Cluster] = r
 		s.byName[cm.Name] = r.Cluster
 	}
 	s.mu.Unlock()
+	s.notifyLeftovers(owners)
 	if had && (!ok || old != r.Cluster) {
 		s.notify(old)
 	}
@@ -233,11 +254,14 @@ func (s *Store) remove(obj any) {
 	}
 	s.mu.Lock()
 	c, had := s.byName[cm.Name]
+	var owners []types.NamespacedName
 	if had {
+		owners = s.indexLeftoversLocked(c, s.reports[c].Leftovers, nil)
 		delete(s.reports, c)
 		delete(s.byName, cm.Name)
 	}
 	s.mu.Unlock()
+	s.notifyLeftovers(owners)
 	if had {
 		s.notify(c)
 	}
@@ -385,7 +409,9 @@ func (s *Store) merge(cur *corev1.ConfigMap, cluster types.NamespacedName, b *ba
 			r.Heartbeat = old.Heartbeat
 		}
 	}
-	changed := cur == nil
+	// An agent's report holds no leftovers: a pulled Cluster's copies are
+	// its agent's, and what a former deliverer found of them goes.
+	changed := cur == nil || (cur.Data[LeftoversKey] != "")
 	for row, e := range b.rows {
 		if prev, ok := r.Rows[row]; !ok || !sameStatus(prev, e) {
 			changed = true
@@ -419,34 +445,6 @@ func (s *Store) object(cur *corev1.ConfigMap, r *Report) (*corev1.ConfigMap, boo
 		next.ResourceVersion = cur.ResourceVersion
 	}
 	return next, true, nil
-}
-
-// LastSyncTimeStep is how far a row's reported lastSyncTime must move
-// forward, with phase, message and syncedResourceVersion unchanged, to be
-// written. The engine keeps lastSyncTime while a copy stays current, so
-// only a restarted agent (which confirms its copies current anew) moves
-// it alone: a restart is worth one write, a crash-looping agent not one
-// per restart.
-const LastSyncTimeStep = 10 * time.Minute
-
-// sameStatus reports whether a reported entry e says nothing new over the
-// stored prev: the same phase, message (prev may be e's cut to fit, see
-// encode) and syncedResourceVersion, and a lastSyncTime less than
-// LastSyncTimeStep later (or earlier: a clock set back).
-func sameStatus(prev, e Entry) bool {
-	if prev.Phase != e.Phase || prev.SyncedResourceVersion != e.SyncedResourceVersion {
-		return false
-	}
-	cut := strings.HasSuffix(prev.Message, "...") && len(prev.Message) < len(e.Message) && truncate(e.Message, len(prev.Message)) == prev.Message
-	if prev.Message != e.Message && !cut {
-		return false
-	}
-	switch {
-	case prev.LastSyncTime == nil || e.LastSyncTime == nil:
-		return prev.LastSyncTime == nil && e.LastSyncTime == nil
-	default:
-		return e.LastSyncTime.Sub(prev.LastSyncTime.Time) < LastSyncTimeStep
-	}
 }
 
 // current reports whether the report upstream (as the informer has it)

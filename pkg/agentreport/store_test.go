@@ -55,6 +55,8 @@ type fixture struct {
 	live    *Liveness
 	clock   *clocktesting.FakeClock
 	changed chan types.NamespacedName
+	// owners receives the owners OnLeftovers is told of.
+	owners chan types.NamespacedName
 	// writes count the accepted writes of report objects, digestWrites
 	// those of liveness digests.
 	writes       atomic.Int32
@@ -65,7 +67,7 @@ type fixture struct {
 func newFixture(t *testing.T, rows Rows, objs ...runtime.Object) *fixture {
 	t.Helper()
 	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
-		changed: make(chan types.NamespacedName, 100)}
+		changed: make(chan types.NamespacedName, 100), owners: make(chan types.NamespacedName, 100)}
 	f.client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetVerb() == "create" || a.GetVerb() == "update" {
 			// The fake tracker keeps no resourceVersions; the informer
@@ -106,7 +108,7 @@ func newFixture(t *testing.T, rows Rows, objs ...runtime.Object) *fixture {
 		t.Fatal(err)
 	}
 	s, err := New(Options{Namespace: ns, Client: f.client.CoreV1(), Informer: inf, Rows: rows, Clock: f.clock,
-		OnChange: onChange, Liveness: live})
+		OnChange: onChange, Liveness: live, OnLeftovers: func(o types.NamespacedName) { f.owners <- o }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,10 @@ type Engine interface {
 	// be gone) that no row wants any more and that are still downstream:
 	// kept (keepResources) or not removed yet.
 	Leftovers(helmOp types.NamespacedName) []copycontract.Leftover
+	// LeftoversKnown reports whether the engine has swept a Cluster
+	// ("<namespace>/<name>") since it last gained it: only then are its
+	// Leftovers the Cluster's.
+	LeftoversKnown(clusterKey string) bool
 }
 
 // leftoverRow is the row of a leftover copy: named like the row that

@@ -42,6 +42,8 @@ type fakeEngine struct {
 	// elsewhere are the Clusters another replica delivers to; it
 	// delivers to every other.
 	elsewhere map[string]bool
+	// unswept are the Clusters whose leftovers it has not found yet.
+	unswept map[string]bool
 }
 
 func newFakeEngine() *fakeEngine {
@@ -95,6 +97,13 @@ func (f *fakeEngine) Delivers(clusterKey string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.elsewhere[clusterKey]
+}
+
+// LeftoversKnown: the fake has swept every Cluster but those in unswept.
+func (f *fakeEngine) LeftoversKnown(clusterKey string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.unswept[clusterKey]
 }
 
 func (f *fakeEngine) setElsewhere(clusterKey string, elsewhere bool) {

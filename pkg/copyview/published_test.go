@@ -69,3 +69,77 @@ func TestPushedRowsShowTheDeliverersWord(t *testing.T) {
 	f.drain()
 	wantPhase(t, f, creds, courier.CopyPhasePending, "is not copied to cluster c2 yet")
 }
+
+// The rows of a pushed Cluster's leftover copies show on every replica:
+// the engine's own on the replica that delivers to the Cluster, what the
+// deliverer published on every other (never this replica's own); an
+// object's change re-syncs only the owners whose leftovers it changed.
+func TestLeftoverRowsShowTheDeliverersWord(t *testing.T) {
+	f, reports, _ := newPulledFixture(t)
+	kept := func(msg string) copycontract.Leftover {
+		return copycontract.Leftover{HelmOp: appOp, Cluster: pushedC2.Name, Kind: "Secret", Name: "old", TargetNamespace: "apps",
+			Keep: true, Phase: courier.CopyPhaseKept, Message: msg}
+	}
+	const row = "app.c2.secret.old"
+	// Positive control: this replica delivers to c2, its engine found the
+	// copy kept, and the object says otherwise: the engine's word shows.
+	reports.mu.Lock()
+	reports.reports[pushedC2] = &agentreport.Report{Cluster: pushedC2, Leftovers: []copycontract.Leftover{kept("published")}}
+	reports.mu.Unlock()
+	f.engine.setLeftovers(appOp, kept("the engine's"))
+	f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Leftovers: true}})
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseKept, "the engine's")
+
+	// It delivers to c2 but has not swept it since it gained it: what the
+	// previous deliverer published.
+	f.engine.mu.Lock()
+	f.engine.unswept = map[string]bool{"fleet-default/c2": true}
+	f.engine.mu.Unlock()
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseKept, "published")
+	f.engine.mu.Lock()
+	f.engine.unswept = nil
+	f.engine.mu.Unlock()
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseKept, "the engine's")
+
+	// Another replica delivers to c2: what it published, not the engine's.
+	f.engine.setElsewhere("fleet-default/c2", true)
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	r := wantPhase(t, f, row, courier.CopyPhaseKept, "published")
+	if !r.Spec.KeepResources || r.Spec.Target.Namespace != "apps" {
+		t.Errorf("the published leftover's row: %+v", r.Spec)
+	}
+
+	// The deliverer published the leftover gone: the row goes, and only
+	// the owner told is synced again (not recomputed).
+	f.engine.takeCalls()
+	reports.mu.Lock()
+	reports.reports[pushedC2] = &agentreport.Report{Cluster: pushedC2}
+	reports.mu.Unlock()
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	if _, ok := f.store.Get("fleet-default", row); ok {
+		t.Error("the Kept row stayed after its deliverer published it gone")
+	}
+	if calls := f.engine.takeCalls(); len(calls) != 0 {
+		t.Errorf("a leftover change recomputed rows: %q", calls)
+	}
+
+	// A stored leftover of a pulled Cluster (c1) never shows.
+	pulled := kept("of a pulled Cluster")
+	pulled.Cluster = pulledC1.Name
+	reports.mu.Lock()
+	reports.reports[pulledC1] = &agentreport.Report{Cluster: pulledC1, Leftovers: []copycontract.Leftover{pulled}}
+	reports.mu.Unlock()
+	f.engine.setElsewhere("fleet-default/c1", true)
+	f.c.LeftoversChanged(appOp)
+	f.drain()
+	if _, ok := f.store.Get("fleet-default", "app.c1.secret.old"); ok {
+		t.Error("a pulled Cluster's stored leftover shows")
+	}
+}

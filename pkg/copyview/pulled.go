@@ -37,6 +37,9 @@ type Reports interface {
 	// Report returns the last report of a Cluster's agent; it must not be
 	// modified.
 	Report(cluster types.NamespacedName) (*agentreport.Report, bool)
+	// Leftovers returns one owner's leftover copies that the deliverers of
+	// pushed Clusters published, at a cost of that owner's leftovers.
+	Leftovers(owner types.NamespacedName) []copycontract.Leftover
 	// HasSynced reports whether the reports have been read: until then a
 	// pulled Cluster's rows would show Pending after a restart.
 	HasSynced() bool

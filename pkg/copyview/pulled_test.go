@@ -32,6 +32,21 @@ func (f *fakeReports) Report(c types.NamespacedName) (*agentreport.Report, bool)
 
 func (f *fakeReports) HasSynced() bool { return true }
 
+// Leftovers answers from the reports' leftovers, as the Store's index.
+func (f *fakeReports) Leftovers(owner types.NamespacedName) []copycontract.Leftover {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []copycontract.Leftover
+	for _, r := range f.reports {
+		for _, l := range r.Leftovers {
+			if l.HelmOp == owner {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
 func (f *fakeReports) set(c types.NamespacedName, heard time.Time, interval time.Duration, rows map[string]agentreport.Entry) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -38,6 +38,14 @@ func (r *Relay) ReportChanged(cluster types.NamespacedName) {
 	}
 }
 
+// LeftoversChanged passes on that an owner's leftover copies changed in
+// a Cluster's status object.
+func (r *Relay) LeftoversChanged(owner types.NamespacedName) {
+	if c := r.c.Load(); c != nil {
+		c.LeftoversChanged(owner)
+	}
+}
+
 // bind makes c the controller the relay speaks to. A relay serves one
 // controller: binding it twice is a wiring mistake.
 func (r *Relay) bind(c *Controller) {

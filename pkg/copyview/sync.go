@@ -46,7 +46,7 @@ func (c *Controller) syncOwner(ctx context.Context, op types.NamespacedName) err
 		c.composeRow(r)
 	}
 	if c.engine != nil {
-		left = leftoverRows(wanted, c.engine.Leftovers(op))
+		left = leftoverRows(wanted, c.leftovers(op))
 	}
 
 	c.mu.Lock()
@@ -71,7 +71,7 @@ func (c *Controller) syncLeftovers(op types.NamespacedName) {
 	if c.engine == nil {
 		return
 	}
-	leftovers := c.engine.Leftovers(op)
+	leftovers := c.leftovers(op)
 	c.mu.Lock()
 	st := c.rowsLocked(op)
 	left := leftoverRows(st.keys, leftovers)

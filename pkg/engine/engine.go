@@ -74,8 +74,10 @@ type Config struct {
 	// Publish, when set, is given after each pass over a pushed Cluster
 	// this replica delivers to the statuses recorded for all the Cluster's
 	// rows, by row key, so that every replica can serve them (DESIGN §10
-	// "Status", publish.go). It must not block; the map is its to keep.
-	Publish func(clusterKey string, rows map[string]copycontract.Status)
+	// "Status", publish.go), and the Cluster's leftover copies as its last
+	// sweep found them (nil: not swept yet). It must not block; the map
+	// and the slice are its to keep.
+	Publish func(clusterKey string, rows map[string]copycontract.Status, leftovers []copycontract.Leftover)
 	// CopyEvents, when set, is the sink the Downstream's watches report
 	// changes to copies to; New binds it to the engine (copyevents.go).
 	CopyEvents *CopyEvents

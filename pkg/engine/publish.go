@@ -11,6 +11,14 @@ import (
 // published (Config.Publish).
 func (e *Engine) Delivers(clusterKey string) bool { return e.delivers(clusterKey) }
 
+// LeftoversKnown reports whether the engine's leftovers of a Cluster
+// ("<namespace>/<name>") are its own finding: a sweep of the Cluster found
+// them since the engine last gained (or forgot) it. Until then the view
+// shows what the Cluster's previous deliverer published.
+func (e *Engine) LeftoversKnown(clusterKey string) bool {
+	return e.statuses.swept(clusterKey)
+}
+
 // publish hands Config.Publish the statuses recorded for every row of a
 // pushed Cluster this replica delivers to, after a pass over it. It is
 // called after every pass, changed or not: the receiver writes only what
@@ -19,6 +27,11 @@ func (e *Engine) Delivers(clusterKey string) bool { return e.delivers(clusterKey
 // row of the Cluster one write for the Cluster. A replica that does not
 // deliver to the Cluster (it lost the bucket during the pass, or never
 // held it) publishes nothing: the deliverer's word is the only one kept.
+//
+// The Cluster's leftover copies go with the statuses: only the deliverer
+// sweeps the Cluster, and every replica shows their rows. Until its first
+// sweep since it gained the Cluster it has none to tell (nil), and the
+// receiver keeps what its predecessor published rather than erase it.
 func (e *Engine) publish(clusterKey string) {
 	if e.cfg.Publish == nil || !e.delivers(clusterKey) {
 		return
@@ -35,5 +48,6 @@ func (e *Engine) publish(clusterKey string) {
 			rows[c.rowKey] = st
 		}
 	}
-	e.cfg.Publish(clusterKey, rows)
+	left, _ := e.statuses.leftoversIn(clusterKey) // nil until swept: the object's stay
+	e.cfg.Publish(clusterKey, rows, left)
 }

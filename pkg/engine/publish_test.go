@@ -10,15 +10,48 @@ import (
 
 // publishes records what the engine publishes, by Cluster.
 type publishes struct {
-	got map[string][]map[string]copycontract.Status
+	got  map[string][]map[string]copycontract.Status
+	left map[string][][]copycontract.Leftover
 }
 
 func recordPublishes(env *testEnv) *publishes {
-	p := &publishes{got: map[string][]map[string]copycontract.Status{}}
-	env.e.cfg.Publish = func(cluster string, rows map[string]copycontract.Status) {
+	p := &publishes{got: map[string][]map[string]copycontract.Status{}, left: map[string][][]copycontract.Leftover{}}
+	env.e.cfg.Publish = func(cluster string, rows map[string]copycontract.Status, left []copycontract.Leftover) {
 		p.got[cluster] = append(p.got[cluster], rows)
+		p.left[cluster] = append(p.left[cluster], left)
 	}
 	return p
+}
+
+// The holder publishes a Cluster's leftover copies with its statuses once
+// a sweep found them (none is an empty list, not nil), and nil before:
+// the object then keeps what the previous holder published.
+func TestPublishLeftoversOnceSwept(t *testing.T) {
+	down := newFakeCluster(true, targetNamespace)
+	db := srcSecret("db", "7")
+	env := newEnv(t, down, db)
+	shards := sharded(env)
+	pub := recordPublishes(env)
+	shards.set(sharding.Bucket(fleetNS, "c1", testBuckets), true)
+	env.e.publish(clusterKey)
+	if n := len(pub.left[clusterKey]); n != 1 || pub.left[clusterKey][0] != nil {
+		t.Fatalf("before a sweep published leftovers %v, want nil once", pub.left[clusterKey])
+	}
+	if err := env.reconcile(rowOf(db)); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	last := pub.left[clusterKey][len(pub.left[clusterKey])-1]
+	if last == nil || len(last) != 0 {
+		t.Fatalf("after a whole pass without leftovers published %v, want an empty list", last)
+	}
+	kept := copycontract.Leftover{HelmOp: copycontract.OwnerKey(fleetNS, rowOf(db).Spec), Cluster: "c1", Kind: "Secret", Name: "old",
+		TargetNamespace: targetNamespace.Name, Keep: true, Phase: courier.CopyPhaseKept}
+	env.e.statuses.setLeftovers(clusterKey, []copycontract.Leftover{kept})
+	env.e.publish(clusterKey)
+	last = pub.left[clusterKey][len(pub.left[clusterKey])-1]
+	if len(last) != 1 || last[0] != kept {
+		t.Errorf("published leftovers %v, want %v", last, kept)
+	}
 }
 
 // Only the replica delivering to a Cluster publishes its rows' statuses,

@@ -40,6 +40,9 @@ type statusRecord struct {
 type leftoverState struct {
 	byOp      map[types.NamespacedName]map[string][]copycontract.Leftover // sorted
 	byCluster map[string]map[types.NamespacedName]struct{}
+	// swept are the clusters whose leftovers a sweep found (possibly none)
+	// since the engine last forgot them: only theirs are known.
+	swept map[string]struct{}
 }
 
 // pendingChange is what the next notification reports for one HelmOp.
@@ -55,6 +58,7 @@ func newStatusRecord() *statusRecord {
 		leftovers: leftoverState{
 			byOp:      map[types.NamespacedName]map[string][]copycontract.Leftover{},
 			byCluster: map[string]map[types.NamespacedName]struct{}{},
+			swept:     map[string]struct{}{},
 		},
 		pending: map[types.NamespacedName]*pendingChange{},
 	}
@@ -150,6 +154,31 @@ func (r *statusRecord) leftoversOf(helmOp types.NamespacedName) []copycontract.L
 	return out
 }
 
+// leftoversIn returns one cluster's leftover copies, by HelmOp then as
+// sorted, and whether they are known: false until a sweep of the cluster
+// found them.
+func (r *statusRecord) leftoversIn(clusterKey string) ([]copycontract.Leftover, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.leftovers.swept[clusterKey]; !ok {
+		return nil, false
+	}
+	out := []copycontract.Leftover{}
+	for op := range r.leftovers.byCluster[clusterKey] {
+		out = append(out, r.leftovers.byOp[op][clusterKey]...)
+	}
+	sortLeftovers(out)
+	return out, true
+}
+
+// swept reports whether a cluster's leftovers are known (leftoversIn).
+func (r *statusRecord) swept(clusterKey string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.leftovers.swept[clusterKey]
+	return ok
+}
+
 // setLeftovers records a cluster's leftover copies (nil forgets the
 // cluster) and reports whether they changed; the HelmOps whose leftovers
 // changed are reported by the next notification.
@@ -161,6 +190,11 @@ func (r *statusRecord) setLeftovers(clusterKey string, left []copycontract.Lefto
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := &r.leftovers
+	if left == nil {
+		delete(st.swept, clusterKey)
+	} else {
+		st.swept[clusterKey] = struct{}{}
+	}
 	changed := false
 	for op := range st.byCluster[clusterKey] {
 		if _, ok := byOp[op]; ok {

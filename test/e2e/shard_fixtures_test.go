@@ -232,6 +232,7 @@ func (f *shardFleet) cleanup() {
 		for i := 1; i <= shardClusters; i++ {
 			_ = kube.CoreV1().Namespaces().Delete(ctx, shardDest(i), metav1.DeleteOptions{})
 		}
+		_ = kube.CoreV1().Namespaces().Delete(ctx, shardKeepNS, metav1.DeleteOptions{})
 	}
 }
 

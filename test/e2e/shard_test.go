@@ -29,7 +29,8 @@ import (
 // loses no copy and writes none that is current; every replica, read
 // directly, serves the statuses the holders published, holds clients for
 // its own Clusters only, and after a rolling restart shows every row's
-// last status from its first answer.
+// last status from its first answer; a copy kept after its entry went
+// shows Kept on every replica.
 func TestShardedDelivery(t *testing.T) {
 	f := &shardFleet{replicas: startShardReplicas(t, 3)}
 	waitSettled(t, f.replicas...)
@@ -42,6 +43,7 @@ func TestShardedDelivery(t *testing.T) {
 	t.Run("each replica watches its own Clusters only", func(t *testing.T) { f.checkNoObserving(t) })
 	t.Run("rolling restart: every row's last status at once on every replica", func(t *testing.T) { f.rollingRestart(t) })
 	t.Run("each replica watches its own Clusters only, after the rolling restart", func(t *testing.T) { f.checkNoObserving(t) })
+	t.Run("every replica serves the rows of leftover copies", func(t *testing.T) { f.checkLeftoversEverywhere(t) })
 }
 
 // checkOwnDelivery: every test Cluster's bucket is held by one of the

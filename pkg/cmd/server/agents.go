@@ -69,8 +69,11 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 		Informer:  v.reportInformer,
 		Rows:      agentauth.StoreRows{Store: v.downstreamCopies},
 		OnChange:  v.relay.ReportChanged,
-		Linger:    agentreport.DefaultLinger,
-		Liveness:  v.liveness,
+		// Owners whose leftover copies changed in an object get their
+		// leftover rows again.
+		OnLeftovers: v.relay.LeftoversChanged,
+		Linger:      agentreport.DefaultLinger,
+		Liveness:    v.liveness,
 	})
 	if err != nil {
 		return err
@@ -125,15 +128,15 @@ func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string)
 // publishStatuses keeps what the engine recorded for the rows of a pushed
 // Cluster it delivers to in the Cluster's status object (DESIGN §10
 // "Status"; engine.Config.Publish), by row name: the rows of a Cluster
-// are in its namespace.
-func (v *views) publishStatuses(clusterKey string, rows map[string]copycontract.Status) {
+// are in its namespace; with them the Cluster's leftover copies.
+func (v *views) publishStatuses(clusterKey string, rows map[string]copycontract.Status, leftovers []copycontract.Leftover) {
 	ns, name := copycontract.SplitKey(clusterKey)
 	entries := make(map[string]agentreport.Entry, len(rows))
 	for key, st := range rows {
 		_, row := copycontract.SplitKey(key)
 		entries[row] = agentreport.EntryOf(st)
 	}
-	v.reports.Publish(types.NamespacedName{Namespace: ns, Name: name}, entries)
+	v.reports.Publish(types.NamespacedName{Namespace: ns, Name: name}, entries, leftovers)
 }
 
 // The report writers' own request limits (see newReports).
