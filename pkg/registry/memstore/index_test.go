@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -219,15 +220,16 @@ func TestIndexedWatchListLooksOnlyAtItsValue(t *testing.T) {
 // control is the burst: its goroutine shows while the events wait.
 func TestIdleWatchersHoldNoGoroutine(t *testing.T) {
 	s, _ := newTestStore(byCluster)
-	base := runtime.NumGoroutine()
 	ws, _ := clusterWatchers(t, s, 1000, true)
-	if grown := runtime.NumGoroutine() - base; grown > 50 {
-		t.Errorf("1,000 idle watchers started %d goroutines", grown)
+	if n := watcherRuns(); n > 50 {
+		t.Errorf("1,000 idle watchers run %d goroutines", n)
 	}
 	for i := range 3 * directEvents {
 		s.Upsert(obj("ns", fmt.Sprintf("r%02d", i), courier.CopyPhasePending, onCluster("c3")))
 	}
-	if grown := runtime.NumGoroutine() - base; grown < 1 {
+	// The positive control: the count sees a watcher's goroutine while
+	// events wait (more than its channel holds, so it cannot have ended).
+	if n := watcherRuns(); n < 1 {
 		t.Errorf("no goroutine moves c3's %d waiting events", 3*directEvents)
 	}
 	for i := range 3 * directEvents {
@@ -236,8 +238,8 @@ func TestIdleWatchersHoldNoGoroutine(t *testing.T) {
 			t.Fatalf("event %d is %s", i, name)
 		}
 	}
-	if !waitUntil(func() bool { return runtime.NumGoroutine()-base <= 50 }) {
-		t.Errorf("%d goroutines left after the queue emptied", runtime.NumGoroutine()-base)
+	if !waitUntil(func() bool { return watcherRuns() == 0 }) {
+		t.Errorf("%d watcher goroutines left after the queue emptied", watcherRuns())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := s.WatchIndexed(ctx, "ns", "c3", nil, &metainternalversion.ListOptions{SendInitialEvents: ptr.To(false)}, newDCP)
@@ -255,6 +257,27 @@ func TestIdleWatchersHoldNoGoroutine(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Error("channel not closed after cancel or Stop")
 		}
+	}
+}
+
+// watcherRuns counts the goroutines watchers started, from every
+// goroutine's stack: runtime.NumGoroutine would count the test process's
+// other goroutines too, which come and go on their own.
+func watcherRuns() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			runs := 0
+			for _, line := range strings.Split(string(buf[:n]), "\n") {
+				// Every goroutine a watcher starts, scheduled yet or not.
+				if strings.HasPrefix(line, "created by ") && strings.Contains(line, "memstore.(*watcher[") {
+					runs++
+				}
+			}
+			return runs
+		}
+		buf = make([]byte, 2*len(buf))
 	}
 }
 
