@@ -36,17 +36,16 @@ const (
 // Row is what a summary needs of one DownstreamCopy: no data, nor anything
 // derived from it.
 type Row struct {
-	Name          string
-	Namespace     string
-	Owner         courier.CopyOwner
-	GitRepo       string
-	Cluster       string
-	Source        courier.CopySource
-	Phase         courier.CopyPhase
-	SyncedRV      string
-	Message       string
-	CreationTime  metav1.Time
-	sourceCurrent bool // set by Compute: synced at its source's current version
+	Name         string
+	Namespace    string
+	Owner        courier.CopyOwner
+	GitRepo      string
+	Cluster      string
+	Source       courier.CopySource
+	Phase        courier.CopyPhase
+	SyncedRV     string
+	Message      string
+	CreationTime metav1.Time
 }
 
 // RowOf projects a DownstreamCopy onto a Row. A row without an owner kind
@@ -145,15 +144,18 @@ func Compute(rows []Row) *courier.DownstreamCopySummary {
 	if len(rows) == 0 {
 		return nil
 	}
-	rows = slices.Clone(rows)
 	s := &courier.DownstreamCopySummary{}
 	s.Namespace, s.Name = rows[0].Namespace, Name(rows[0].Owner)
 	s.Spec.Owner = rows[0].Owner
 	s.CreationTimestamp = rows[0].CreationTime
 	current := currentVersions(rows)
+	// Whether each row is synced at its source's current version, beside
+	// the rows rather than in a copy of them: cloning 10,000 rows was a
+	// quarter of a summary's cost.
+	synced := make([]bool, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		r.sourceCurrent = r.Phase == courier.CopyPhaseSynced && r.SyncedRV != "" && r.SyncedRV == current[sourceKey{r.Source.Kind, r.Source.Name}]
+		synced[i] = r.Phase == courier.CopyPhaseSynced && r.SyncedRV != "" && r.SyncedRV == current[sourceKey{r.Source.Kind, r.Source.Name}]
 		if s.Spec.GitRepo == "" {
 			s.Spec.GitRepo = r.GitRepo
 		}
@@ -161,16 +163,17 @@ func Compute(rows []Row) *courier.DownstreamCopySummary {
 			s.CreationTimestamp = r.CreationTime
 		}
 	}
-	count(&s.Status, rows, current)
-	notReady := nonReady(rows)
-	s.Status.Incomplete = len(notReady) > MaxNonReady
-	for _, r := range notReady[:min(len(notReady), MaxNonReady)] {
+	count(&s.Status, rows, synced, current)
+	groups := notReadyGroups(rows, synced)
+	first, total := firstNotReady(groups, MaxNonReady)
+	s.Status.Incomplete = total > MaxNonReady
+	for _, r := range first {
 		s.Status.NonReady = append(s.Status.NonReady, courier.NonReadyCopy{
 			Name: r.Name, Cluster: r.Cluster, Phase: r.Phase, Message: r.Message,
 			Source: courier.CopySource{Kind: r.Source.Kind, Name: r.Source.Name},
 		})
 	}
-	s.Status.Message = message(rows[0].Namespace, notReady)
+	s.Status.Message = message(rows[0].Namespace, groups)
 	s.Status.Conditions = []metav1.Condition{ready(&s.Status, rows)}
 	return s
 }
@@ -189,11 +192,11 @@ func currentVersions(rows []Row) map[sourceKey]string {
 }
 
 // count fills the counts, the phases and the sources of st.
-func count(st *courier.DownstreamCopySummaryStatus, rows []Row, current map[sourceKey]string) {
+func count(st *courier.DownstreamCopySummaryStatus, rows []Row, synced []bool, current map[sourceKey]string) {
 	st.Phases = map[string]int32{}
 	clusters := map[string]bool{} // Cluster → every wanted copy synced
 	sources := map[sourceKey]*courier.SummarySource{}
-	for _, r := range rows {
+	for i, r := range rows {
 		st.Phases[string(r.Phase)]++
 		if Leftover(r.Phase) {
 			continue
@@ -206,7 +209,7 @@ func count(st *courier.DownstreamCopySummaryStatus, rows []Row, current map[sour
 			sources[k] = src
 		}
 		src.Copies++
-		if r.sourceCurrent {
+		if synced[i] {
 			st.SyncedCopies++
 			src.SyncedCopies++
 		}
@@ -214,7 +217,7 @@ func count(st *courier.DownstreamCopySummaryStatus, rows []Row, current map[sour
 			st.Failing++
 		}
 		ok, seen := clusters[r.Cluster]
-		clusters[r.Cluster] = r.sourceCurrent && (ok || !seen)
+		clusters[r.Cluster] = synced[i] && (ok || !seen)
 	}
 	st.Clusters = int32(len(clusters))
 	for _, ok := range clusters {
@@ -228,24 +231,6 @@ func count(st *courier.DownstreamCopySummaryStatus, rows []Row, current map[sour
 	slices.SortFunc(st.Sources, func(a, b courier.SummarySource) int {
 		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
-}
-
-// nonReady returns the wanted rows not synced at their source's current
-// version, most severe first, then by Cluster, then by row name.
-func nonReady(rows []Row) []Row {
-	var out []Row
-	for _, r := range rows {
-		if !Leftover(r.Phase) && !r.sourceCurrent {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b Row) int {
-		return cmp.Or(
-			cmp.Compare(severity(a.Phase, a.Phase == courier.CopyPhaseSynced), severity(b.Phase, b.Phase == courier.CopyPhaseSynced)),
-			strings.Compare(a.Cluster, b.Cluster),
-			strings.Compare(a.Name, b.Name))
-	})
-	return out
 }
 
 // ready is the Ready condition: True only when every wanted copy is synced

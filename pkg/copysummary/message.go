@@ -20,38 +20,32 @@ const (
 // older version of their source than the current one.
 const OutOfDate = "OutOfDate"
 
-// message sums up the not-ready rows (sorted as nonReady sorts them) in
-// Fleet's style, one group per phase, most severe first:
+// message sums up the not-ready rows (grouped as notReadyGroups groups
+// them) in Fleet's style, one group per phase, most severe first:
 //
 //	Forbidden(7) [Cluster fleet-default/a: ...; Cluster fleet-default/b: ...; and 5 more]; Pending(2) [...]
 //
 // It is "" when every wanted row is ready.
-func message(namespace string, notReady []Row) string {
+func message(namespace string, groups []notReadyGroup) string {
 	var b strings.Builder
-	for i := 0; i < len(notReady); {
-		label := groupLabel(notReady[i])
-		j := i
-		for j < len(notReady) && groupLabel(notReady[j]) == label {
-			j++
-		}
+	for _, g := range groups {
 		if b.Len() > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(label + "(" + strconv.Itoa(j-i) + ") [")
-		for k, r := range notReady[i:min(j, i+examplesPerPhase)] {
+		b.WriteString(g.label + "(" + strconv.Itoa(g.count) + ") [")
+		for k, r := range g.first[:min(len(g.first), examplesPerPhase)] {
 			if k > 0 {
 				b.WriteString("; ")
 			}
 			b.WriteString("Cluster " + namespace + "/" + r.Cluster + ": " + truncate(rowMessage(r), rowMessageMax))
 		}
-		if more := j - i - examplesPerPhase; more > 0 {
+		if more := g.count - examplesPerPhase; more > 0 {
 			b.WriteString("; and " + strconv.Itoa(more) + " more")
 		}
 		b.WriteString("]")
 		if b.Len() > MaxMessage {
 			break
 		}
-		i = j
 	}
 	return truncate(b.String(), MaxMessage)
 }
