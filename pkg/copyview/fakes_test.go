@@ -127,6 +127,14 @@ func (f *fakeEngine) setStatus(key string, s copycontract.Status) {
 	f.statuses[key] = s
 }
 
+// forgetStatus drops the record of row key, as an engine that never
+// passed over (or dropped) its Cluster has none.
+func (f *fakeEngine) forgetStatus(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.statuses, key)
+}
+
 func (f *fakeEngine) setLeftovers(op types.NamespacedName, ls ...copycontract.Leftover) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -43,9 +43,7 @@ func TestPushedRowsShowTheDeliverersWord(t *testing.T) {
 
 	// This replica gains c2 and has no record yet: the published word.
 	f.engine.setElsewhere("fleet-default/c2", false)
-	f.engine.mu.Lock()
-	delete(f.engine.statuses, "fleet-default/"+creds)
-	f.engine.mu.Unlock()
+	f.engine.forgetStatus("fleet-default/" + creds)
 	f.c.ReportChanged(pushedC2)
 	f.drain()
 	wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")
@@ -62,9 +60,7 @@ func TestPushedRowsShowTheDeliverersWord(t *testing.T) {
 	delete(reports.reports, pushedC2)
 	reports.mu.Unlock()
 	f.engine.setElsewhere("fleet-default/c2", true)
-	f.engine.mu.Lock()
-	delete(f.engine.statuses, "fleet-default/"+creds)
-	f.engine.mu.Unlock()
+	f.engine.forgetStatus("fleet-default/" + creds)
 	f.c.ReportChanged(pushedC2)
 	f.drain()
 	wantPhase(t, f, creds, courier.CopyPhasePending, "is not copied to cluster c2 yet")

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/test/localenv"
@@ -120,11 +121,7 @@ func leaseHolder(t *testing.T) string {
 // replica.
 func replicaRows(t *testing.T, c *localenv.Courier, ns string) []string {
 	t.Helper()
-	client, err := versioned.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := client.CourierV1alpha1().DownstreamCopies(ns).List(context.Background(), metav1.ListOptions{})
+	list, err := listOnReplica(t, c, ns)
 	if err != nil {
 		return []string{"error: " + err.Error()}
 	}
@@ -134,6 +131,18 @@ func replicaRows(t *testing.T, c *localenv.Courier, ns string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// listOnReplica lists a namespace's rows from one replica directly (its
+// own secure port, not the aggregator), so that a test can tell what each
+// replica serves.
+func listOnReplica(t *testing.T, c *localenv.Courier, ns string) (*v1alpha1.DownstreamCopyList, error) {
+	t.Helper()
+	client, err := versioned.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.CourierV1alpha1().DownstreamCopies(ns).List(context.Background(), metav1.ListOptions{})
 }
 
 // writesInto counts Courier's writes to objects in namespace dest, per

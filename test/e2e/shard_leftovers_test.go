@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
-	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/test/localenv"
 )
 
@@ -30,11 +29,7 @@ const (
 // secure port, not the aggregator): source name -> phase.
 func keeperRows(t *testing.T, c *localenv.Courier) (map[string]string, error) {
 	t.Helper()
-	client, err := versioned.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := client.CourierV1alpha1().DownstreamCopies(shardNS).List(context.Background(), metav1.ListOptions{})
+	list, err := listOnReplica(t, c, shardNS)
 	if err != nil {
 		return nil, err
 	}

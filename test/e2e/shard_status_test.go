@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-dev/courier/pkg/agentreport"
-	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/test/fleetsim"
 	"github.com/courier-dev/courier/test/localenv"
 )
@@ -43,11 +42,7 @@ func (f *shardFleet) sourceVersions(t *testing.T) map[string]string {
 // replica does not hold are.
 func staleRows(t *testing.T, c *localenv.Courier, rvs map[string]string, own map[int]string) (stale []string, othersSynced int) {
 	t.Helper()
-	client, err := versioned.NewForConfig(c.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := client.CourierV1alpha1().DownstreamCopies(shardNS).List(context.Background(), metav1.ListOptions{})
+	list, err := listOnReplica(t, c, shardNS)
 	if err != nil {
 		return []string{"listing: " + err.Error()}, 0
 	}
