@@ -89,7 +89,8 @@ test-e2e: build
 ## creates), its memory and idle CPU holding the copies, listing the rows
 ## against listing ConfigMaps, and its memory under unrelated Secrets (with
 ## and without field copies), and pull at edge scale (10,000 simulated
-## agents, COURIER_BENCH_PULL; two replicas, a rolling restart); prints one
+## agents, COURIER_BENCH_PULL; two replicas, a rolling restart) and one
+## replica against three sharing delivery (scale-out); prints one
 ## table with targets (see docs/benchmarks.md). Starts its own clusters:
 ## about 40 min on 2 cores once the tools are built.
 bench: build
