@@ -55,8 +55,8 @@ type Summarizer struct {
 	synced atomic.Bool
 
 	// What the loop alone touches.
-	owners    map[memstore.Key]map[string]Row // summary key → row name → row
-	rowOwner  map[memstore.Key]memstore.Key   // row key → summary key
+	owners    map[memstore.Key]*ownerRows   // summary key → its rows
+	rowOwner  map[memstore.Key]memstore.Key // row key → summary key
 	dirty     map[memstore.Key]struct{}
 	ready     map[memstore.Key]metav1.Condition // the Ready condition last written
 	lastFlush time.Time
@@ -84,7 +84,7 @@ func New(rows *memstore.Store[*courier.DownstreamCopy], out *memstore.Store[*cou
 	}
 	return &Summarizer{
 		rows: rows, out: out, window: o.Window, now: o.Now,
-		owners:   map[memstore.Key]map[string]Row{},
+		owners:   map[memstore.Key]*ownerRows{},
 		rowOwner: map[memstore.Key]memstore.Key{},
 		dirty:    map[memstore.Key]struct{}{},
 		ready:    map[memstore.Key]metav1.Condition{},
@@ -232,13 +232,12 @@ func (s *Summarizer) put(k memstore.Key, r Row) {
 	}
 	rows := s.owners[owner]
 	if rows == nil {
-		rows = map[string]Row{}
+		rows = &ownerRows{index: map[string]int{}}
 		s.owners[owner] = rows
 	}
-	if cur, ok := rows[r.Name]; ok && cur == r {
+	if !rows.put(r) {
 		return
 	}
-	rows[r.Name] = r
 	s.rowOwner[k] = owner
 	s.dirty[owner] = struct{}{}
 }
@@ -251,12 +250,51 @@ func (s *Summarizer) remove(k memstore.Key) {
 	}
 	delete(s.rowOwner, k)
 	if rows := s.owners[owner]; rows != nil {
-		delete(rows, k.Name)
-		if len(rows) == 0 {
+		rows.remove(k.Name)
+		if len(rows.rows) == 0 {
 			delete(s.owners, owner)
 		}
 	}
 	s.dirty[owner] = struct{}{}
+}
+
+// ownerRows are one owner's rows, kept in a slice that Compute reads as
+// it is. A profile of a change of every source at N=1,000 showed flush
+// spending two thirds of its time copying 10,000 rows out of a map into a
+// slice, at every window, and the garbage collector scanning the copies.
+type ownerRows struct {
+	index map[string]int // row name → position in rows
+	rows  []Row
+}
+
+// put stores r, and reports whether it changed what was stored.
+func (o *ownerRows) put(r Row) bool {
+	if i, ok := o.index[r.Name]; ok {
+		if o.rows[i] == r {
+			return false
+		}
+		o.rows[i] = r
+		return true
+	}
+	o.index[r.Name] = len(o.rows)
+	o.rows = append(o.rows, r)
+	return true
+}
+
+// remove forgets the row named name: the last row takes its place.
+func (o *ownerRows) remove(name string) {
+	i, ok := o.index[name]
+	if !ok {
+		return
+	}
+	last := len(o.rows) - 1
+	if i != last {
+		o.rows[i] = o.rows[last]
+		o.index[o.rows[i].Name] = i
+	}
+	o.rows[last] = Row{} // lets its strings go
+	o.rows = o.rows[:last]
+	delete(o.index, name)
 }
 
 // forgetUnseen forgets every row a watch-list did not send.
@@ -274,12 +312,11 @@ func (s *Summarizer) flush() {
 	now := metav1.NewTime(s.now()).Rfc3339Copy()
 	var upserts []*courier.DownstreamCopySummary
 	var deletes []memstore.Key
-	rows := []Row{}
 	for key := range s.dirty {
 		s.recomputed.Add(1)
-		rows = rows[:0]
-		for _, r := range s.owners[key] {
-			rows = append(rows, r)
+		var rows []Row
+		if o := s.owners[key]; o != nil {
+			rows = o.rows
 		}
 		sum := Compute(rows)
 		if sum == nil {

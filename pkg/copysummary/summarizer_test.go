@@ -241,3 +241,40 @@ func TestSummaryNeverShowsPartOfAnUpsert(t *testing.T) {
 		t.Errorf("%d summaries showed Ready=True, a state the rows never had", ready)
 	}
 }
+
+// TestOwnerRowsKeepsIndexInStep: removing a row moves the last row into its
+// place; the index must follow, or a later put would overwrite the wrong
+// row and a later remove forget the wrong one.
+func TestOwnerRowsKeepsIndexInStep(t *testing.T) {
+	o := &ownerRows{index: map[string]int{}}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if !o.put(Row{Name: n, Phase: "Pending"}) {
+			t.Fatalf("put %s: reported unchanged", n)
+		}
+	}
+	if o.put(Row{Name: "b", Phase: "Pending"}) {
+		t.Error("put of an identical row reported a change")
+	}
+	o.remove("a")    // d moves to a's place
+	o.remove("nope") // not there: nothing happens
+	if !o.put(Row{Name: "d", Phase: "Synced"}) {
+		t.Error("put of a changed row reported no change")
+	}
+	o.remove("c")
+	got := map[string]string{}
+	for _, r := range o.rows {
+		got[r.Name] = string(r.Phase)
+	}
+	want := map[string]string{"b": "Pending", "d": "Synced"}
+	if len(got) != len(want) || got["b"] != want["b"] || got["d"] != want["d"] {
+		t.Errorf("rows = %v, want %v", got, want)
+	}
+	for name, i := range o.index {
+		if o.rows[i].Name != name {
+			t.Errorf("index[%s] = %d, which holds %s", name, i, o.rows[i].Name)
+		}
+	}
+	if len(o.index) != len(o.rows) {
+		t.Errorf("index has %d names for %d rows", len(o.index), len(o.rows))
+	}
+}
