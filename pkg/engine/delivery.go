@@ -153,6 +153,7 @@ func (e *Engine) BucketsChanged(gained, lost []int) {
 			}
 		}
 		e.gate.mu.Unlock()
+		e.publishLost(lost)
 	}
 	if !e.desired.isComplete() {
 		return // no pass yet, nothing held; DesiredComplete queues every Cluster

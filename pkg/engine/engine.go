@@ -71,13 +71,18 @@ type Config struct {
 	// statuses or HelmOps' leftover copies changed, naming them, so the
 	// view updates just those rows.
 	OnStatusChange func([]copycontract.StatusChange)
-	// Publish, when set, is given after each pass over a pushed Cluster
-	// this replica delivers to the statuses recorded for all the Cluster's
+	// Publish, when set, is given after passes over a pushed Cluster this
+	// replica delivers to the statuses recorded for all the Cluster's
 	// rows, by row key, so that every replica can serve them (DESIGN §10
 	// "Status", publish.go), and the Cluster's leftover copies as its last
-	// sweep found them (nil: not swept yet). It must not block; the map
-	// and the slice are its to keep.
+	// sweep found them (nil: not swept yet). It is called once the engine
+	// is idle, or MaxPublishDelay after the first of those passes
+	// (publishqueue.go). It must not block; the map and the slice are its
+	// to keep.
 	Publish func(clusterKey string, rows map[string]copycontract.Status, leftovers []copycontract.Leftover)
+	// MaxPublishDelay bounds how long Publish waits for the engine to go
+	// idle (DefaultMaxPublishDelay).
+	MaxPublishDelay time.Duration
 	// CopyEvents, when set, is the sink the Downstream's watches report
 	// changes to copies to; New binds it to the engine (copyevents.go).
 	CopyEvents *CopyEvents
@@ -176,6 +181,11 @@ type Engine struct {
 	// gate counts the writes in flight per bucket, with sharding
 	// (delivery.go). Its lock is taken alone, like the owners'.
 	gate *deliveryGate
+	// toPublish is the Clusters whose statuses wait for the engine to go
+	// idle before they are published, and passes the passes running
+	// (publishqueue.go).
+	toPublish *publishQueue
+	passes    passCounter
 }
 
 // New returns an engine; Run starts it.
@@ -207,6 +217,9 @@ func New(cfg Config) *Engine {
 	if cfg.SyncWait == 0 {
 		cfg.SyncWait = 2 * time.Second
 	}
+	if cfg.MaxPublishDelay <= 0 {
+		cfg.MaxPublishDelay = DefaultMaxPublishDelay
+	}
 	registerMetrics()
 	e := &Engine{
 		cfg: cfg,
@@ -223,6 +236,8 @@ func New(cfg Config) *Engine {
 		clients:  newClientRecord(),
 		taken:    newTakenNames(),
 		gate:     newDeliveryGate(),
+
+		toPublish: newPublishQueue(),
 	}
 	// Only the echo of a copy still wanted by its Cluster is nothing to do.
 	e.echo = newEchoFilter(e.desired.wanted)
@@ -335,6 +350,7 @@ func (e *Engine) Run(ctx context.Context) {
 			e.queueAllClusters()
 		}
 	}, e.cfg.ResyncPeriod)
+	go e.runPublisher(ctx)
 	logger.Info("Started copy engine", "workers", e.cfg.Workers, "leading", e.Leading())
 	<-ctx.Done()
 	e.draining.Store(true)
@@ -349,6 +365,7 @@ func (e *Engine) Run(ctx context.Context) {
 		abandon()
 		<-drained
 	}
+	e.publishAll()
 }
 
 func (e *Engine) processNext(ctx context.Context) bool {

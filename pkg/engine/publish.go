@@ -33,7 +33,18 @@ func (e *Engine) LeftoversKnown(clusterKey string) bool {
 // sweep since it gained the Cluster it has none to tell (nil), and the
 // receiver keeps what its predecessor published rather than erase it.
 func (e *Engine) publish(clusterKey string) {
-	if e.cfg.Publish == nil || !e.delivers(clusterKey) {
+	if !e.delivers(clusterKey) {
+		return
+	}
+	e.publishRecord(clusterKey)
+}
+
+// publishRecord is publish without asking whether this replica delivers:
+// BucketsChanged calls it for the Clusters of a bucket being handed over,
+// whose last passes' statuses must reach the object before the bucket is
+// released (Owns is false for it by then).
+func (e *Engine) publishRecord(clusterKey string) {
+	if e.cfg.Publish == nil {
 		return
 	}
 	ns, name := copycontract.SplitKey(clusterKey)

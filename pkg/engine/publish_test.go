@@ -40,6 +40,7 @@ func TestPublishLeftoversOnceSwept(t *testing.T) {
 	if err := env.reconcile(rowOf(db)); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
+	env.e.publishDue()
 	last := pub.left[clusterKey][len(pub.left[clusterKey])-1]
 	if last == nil || len(last) != 0 {
 		t.Fatalf("after a whole pass without leftovers published %v, want an empty list", last)
@@ -67,6 +68,7 @@ func TestPublishOnlyWhileDelivering(t *testing.T) {
 	if err := env.reconcile(rows...); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
+	env.e.publishDue()
 	if n := len(pub.got[clusterKey]); n != 0 {
 		t.Fatalf("a replica not holding the bucket published %d times", n)
 	}
@@ -74,6 +76,7 @@ func TestPublishOnlyWhileDelivering(t *testing.T) {
 	if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
 		t.Fatalf("reconcile as holder: %v", err)
 	}
+	env.e.publishDue()
 	if n := len(pub.got[clusterKey]); n != 1 {
 		t.Fatalf("the holder published %d times after one pass, want 1", n)
 	}
@@ -99,6 +102,7 @@ func TestPublishByTheLeaderWithoutSharding(t *testing.T) {
 	if err := env.reconcile(rowOf(db)); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
+	env.e.publishDue()
 	if n := len(pub.got[clusterKey]); n != 0 {
 		t.Fatalf("a follower published %d times", n)
 	}
@@ -107,6 +111,7 @@ func TestPublishByTheLeaderWithoutSharding(t *testing.T) {
 	if err := env.e.reconcileCluster(env.ctx, clusterKey); err != nil {
 		t.Fatalf("reconcile as leader: %v", err)
 	}
+	env.e.publishDue()
 	if n := len(pub.got[clusterKey]); n != 1 || pub.got[clusterKey][0][keyOf(rowOf(db))].Phase != courier.CopyPhaseSynced {
 		t.Errorf("the leader published %v", pub.got[clusterKey])
 	}

@@ -38,10 +38,11 @@ type outcome struct {
 // some rows (passScopes.take), and that pass ended with the same client, the
 // pass covers just those rows and does not sweep (scope.go). What the
 // pass recorded is published when this replica delivers to the Cluster
-// (publish.go).
+// (publish.go), once the engine is idle (publishqueue.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
+	defer e.passes.start()()
 	err := e.passCluster(ctx, key)
-	e.publish(key)
+	e.toPublish.mark(key, e.now())
 	return err
 }
 
