@@ -14,6 +14,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/courier-dev/courier/pkg/internal/kubeproto"
 )
 
 // Clientset is the part of a clientset Courier uses in a downstream
@@ -43,10 +45,12 @@ func (g groupClients) AuthorizationV1() authorizationv1client.AuthorizationV1Int
 	return g.authz
 }
 
-// NewClientset builds a Clientset for cfg, speaking protobuf (see
-// withProtobuf).
+// NewClientset builds a Clientset for cfg, speaking protobuf (kubeproto):
+// each copy Courier writes, and each watch event of one, is encoded and
+// decoded on both sides. Every group a Clientset holds is built in, so
+// every one speaks it.
 func NewClientset(cfg *rest.Config) (Clientset, error) {
-	cfg = withProtobuf(cfg)
+	cfg = kubeproto.Config(cfg)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -60,24 +64,6 @@ func NewClientset(cfg *rest.Config) (Clientset, error) {
 		return nil, err
 	}
 	return groupClients{core: core, authz: authz}, nil
-}
-
-// withProtobuf returns a copy of cfg that sends and accepts protobuf, as
-// kube-controller-manager's clients do (--kube-api-content-type), unless
-// cfg names a content type already. Every group a Clientset holds is
-// built in, so every one speaks it; JSON stays acceptable in answers.
-// Each copy Courier writes and each watch event of one is encoded and
-// decoded on both sides of every request: in JSON a Secret's data is
-// base64 inside a reflective decoder, in protobuf raw bytes behind
-// generated code.
-func withProtobuf(cfg *rest.Config) *rest.Config {
-	if cfg.ContentType != "" {
-		return cfg
-	}
-	cfg = rest.CopyConfig(cfg) // keeps the rate limiter: one bucket per cluster
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return cfg
 }
 
 // informers are a Client's watches: plain informers, each with the one

@@ -18,6 +18,7 @@ import (
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/internal/kubeproto"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 )
 
@@ -54,7 +55,10 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 	// Reports and digests are written with a client of their own, so that
 	// they never wait behind source reads in Courier's 50/s budget, nor
 	// hold them up.
-	rc := rest.CopyConfig(config)
+	// Protobuf (kubeproto): a status object is a ConfigMap of one JSON
+	// value per row, which the kube-apiserver decodes, and encodes for
+	// every watcher, at each write.
+	rc := kubeproto.Config(rest.CopyConfig(config))
 	rc.QPS, rc.Burst = reportQPS, reportBurst
 	writer, err := kubernetes.NewForConfig(rc)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/engine"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/internal/kubeproto"
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
@@ -120,7 +121,7 @@ func (o *Options) newShards(config *rest.Config, clusters fleetlisters.ClusterLi
 	if !s.enabled() {
 		return nil, nil, nil
 	}
-	rc := rest.CopyConfig(config)
+	rc := kubeproto.Config(rest.CopyConfig(config))
 	rc.QPS, rc.Burst, rc.RateLimiter = 100, 200, nil
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {

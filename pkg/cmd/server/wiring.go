@@ -33,6 +33,7 @@ import (
 	"github.com/courier-dev/courier/pkg/fieldcopy"
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
+	"github.com/courier-dev/courier/pkg/internal/kubeproto"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 	"github.com/courier-dev/courier/pkg/sharding"
@@ -155,7 +156,9 @@ func newInformers(config *rest.Config) (*views, error) {
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(config)
+	// Built-in types only: protobuf (kubeproto). Each status object a
+	// replica writes reaches every replica's informer through it.
+	kube, err := kubernetes.NewForConfig(kubeproto.Config(config))
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +360,7 @@ const (
 
 // kubeconfigReader is the client kubeconfig Secrets are read with.
 func kubeconfigReader(config *rest.Config) (kubernetes.Interface, error) {
-	rc := rest.CopyConfig(config)
+	rc := kubeproto.Config(rest.CopyConfig(config))
 	rc.QPS, rc.Burst, rc.RateLimiter = kubeconfigQPS, kubeconfigBurst, nil
 	return kubernetes.NewForConfig(rc)
 }
