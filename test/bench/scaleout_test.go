@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -149,6 +151,7 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 	time.Sleep(limiterRefill)
 	s := scaleOutSample{replicas: replicas}
 	before := so.cpu()
+	wait := so.profile(round, replicas)
 	value := fmt.Sprintf("scaleout-%d-r%d", replicas, round)
 	s.t0 = updateSources(t, so.up, l.workspace(), allSources(), value)
 	lat, err := so.w.Wait(l.keys(l.courierDest, allSources(), value), s.t0, l.budget())
@@ -159,6 +162,7 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 	so.settle()
 	s.end = time.Now()
 	after := so.cpu()
+	wait()
 	for i, c := range so.running {
 		s.cpu = append(s.cpu, after[i]-before[i])
 		rss := int64(0)
@@ -175,6 +179,40 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 	t.Logf("N=%d round %d, %d replicas: last copy after %s; CPU %s; RSS %s", l.n, round, replicas,
 		s.last.Round(time.Millisecond), durationsOf(s.cpu), mibsOf(s.rss))
 	return s
+}
+
+// profile starts, with COURIER_BENCH_PROFILE and in the first round only,
+// a CPU profile of each running replica over the change of every source
+// (scaleout-<replicas>-<i>.pprof, i numbering the replicas); the returned
+// function waits for them and saves each replica's heap profile beside
+// them. Without a non-delivering replica's profile the per-replica floor
+// (what every replica pays whichever Clusters it holds) cannot be read.
+func (so *scaleOut) profile(round, replicas int) func() {
+	if profileDir() == "" || round != 1 {
+		return func() {}
+	}
+	d := profileSeconds(so.t)
+	var wg sync.WaitGroup
+	for i, c := range so.running {
+		name := fmt.Sprintf("scaleout-%d-%d", replicas, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+			if err := saveProfileFrom(c.Config, path, filepath.Join(profileDir(), name+".pprof"), d+time.Minute); err != nil {
+				so.t.Logf("CPU profile %s: %v", name, err)
+			}
+		}()
+	}
+	return func() {
+		wg.Wait()
+		for i, c := range so.running {
+			name := fmt.Sprintf("scaleout-%d-%d.heap.pprof", replicas, i)
+			if err := saveProfileFrom(c.Config, "/debug/pprof/heap", filepath.Join(profileDir(), name), time.Minute); err != nil {
+				so.t.Logf("heap profile %s: %v", name, err)
+			}
+		}
+	}
 }
 
 // cpu returns each running replica's CPU time so far.
