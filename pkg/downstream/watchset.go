@@ -166,7 +166,7 @@ func newWatchSet(key, label string, own labels.Selector, cfg *rest.Config, o Opt
 	}
 	w := &watchSet{key: key, label: label, selector: own.String(), stop: make(chan struct{}), done: make(chan struct{}),
 		members: map[string]map[string]int{}}
-	opts := watchOptions{selector: w.selector, handler: w.ownHandler(o.OnChange)}
+	opts := watchOptions{selector: w.selector, handler: w.ownHandler(o.OnChange), transform: dropManagedFields}
 	if label != "" {
 		opts.indexers = toolscache.Indexers{memberIndex: func(obj any) ([]string, error) {
 			m, err := meta.Accessor(obj)
@@ -182,7 +182,7 @@ func newWatchSet(key, label string, own labels.Selector, cfg *rest.Config, o Opt
 	w.secrets = w.own.secrets(watchKube, opts)
 	w.configMaps = w.own.configMaps(watchKube, opts)
 	if o.LegacySelector != nil {
-		legacy := watchOptions{selector: o.LegacySelector.String(), handler: toolscache.ResourceEventHandlerFuncs{}}
+		legacy := watchOptions{selector: o.LegacySelector.String(), handler: toolscache.ResourceEventHandlerFuncs{}, transform: dropManagedFields}
 		w.legacySecrets = w.own.secrets(watchKube, legacy)
 		w.legacyConfigMaps = w.own.configMaps(watchKube, legacy)
 	}
