@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/courier-dev/courier/test/localenv"
 )
 
 // profileDir is COURIER_BENCH_PROFILE: when set, the benchmark saves
@@ -97,28 +99,31 @@ func startServerProfile(t *testing.T, name string, d time.Duration) func() {
 }
 
 // serverProfile fetches, with COURIER_BENCH_PROFILE_SERVERS=1, a CPU
-// profile of d of downstream-1's kube-apiserver in the background, into
-// name with the server's name added (cpu-...-downstream-1.pprof).
+// profile of d of downstream-1's and of the upstream's kube-apiserver in
+// the background, into name with the server's name added
+// (cpu-...-downstream-1.pprof, cpu-...-upstream.pprof).
 func serverProfile(t *testing.T, wg *sync.WaitGroup, name string, d time.Duration) {
 	if !profileServersToo() {
 		return
 	}
-	ds := env.Downstreams[0]
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		file := strings.TrimSuffix(name, ".pprof") + "-" + ds.Name + ".pprof"
-		path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
-		if err := saveProfileFrom(ds.Config, path, filepath.Join(profileDir(), file), d+time.Minute); err != nil {
-			t.Logf("CPU profile %s: %v", file, err)
-		}
-	}()
+	for _, c := range []*localenv.Cluster{env.Downstreams[0], env.Upstream} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			file := strings.TrimSuffix(name, ".pprof") + "-" + c.Name + ".pprof"
+			path := fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds()))
+			if err := saveProfileFrom(c.Config, path, filepath.Join(profileDir(), file), d+time.Minute); err != nil {
+				t.Logf("CPU profile %s: %v", file, err)
+			}
+		}()
+	}
 }
 
 // profileServersToo is COURIER_BENCH_PROFILE_SERVERS=1: with
-// COURIER_BENCH_PROFILE, also save a CPU profile of downstream-1's
-// kube-apiserver over each profiled window (<name>-downstream-1.pprof), to
-// see what Courier's requests and watches cost the server it writes to.
+// COURIER_BENCH_PROFILE, also save a CPU profile of downstream-1's and the
+// upstream's kube-apiservers over each profiled window
+// (<name>-downstream-1.pprof, <name>-upstream.pprof), to see what
+// Courier's requests and watches cost the servers it writes to.
 func profileServersToo() bool { return os.Getenv("COURIER_BENCH_PROFILE_SERVERS") == "1" }
 
 // saveHeapProfile writes Courier's heap profile to name.
