@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
@@ -157,6 +158,30 @@ func createClusters(t *testing.T, w *workspace, n int) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteClusters(t, w) })
+}
+
+// deleteClusters deletes the workspace's Clusters and waits until they are
+// gone. Left to the namespace's deletion, a thousand of them go over a
+// minute or more on a busy machine, while the next tests count every
+// pushed Cluster (TestShardedDelivery's per-replica gauges never matched
+// a list taken while they went).
+func deleteClusters(t *testing.T, w *workspace) {
+	ctx := context.Background()
+	clusters := fleetClient(t).FleetV1alpha1().Clusters(w.ns)
+	if err := clusters.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Errorf("deleting the Clusters of %s: %v", w.ns, err)
+		return
+	}
+	// Longer than eventually's 30 s: the kube-apiserver deletes a
+	// collection one object at a time.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := clusters.List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(list.Items) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the Clusters of %s not gone after 3 minutes: %v", w.ns, err)
 	}
 }
 
