@@ -74,21 +74,22 @@ func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, s
 	rows := make([]*courier.DownstreamCopy, 0, len(keys))
 	for _, key := range keys {
 		ns, name := copycontract.SplitKey(key)
-		r, ok := c.store.Get(ns, name)
-		if !ok || !courier.Delivered(r.Labels) {
+		stored, ok := c.store.Peek(ns, name)
+		if !ok || !courier.Delivered(stored.Labels) {
 			return false // a Denied row may be allowed now
 		}
-		was := r.Spec.Source.ResourceVersion
-		rv := versions[ListedKey(r.Namespace, r.Spec.Source.Kind, r.Spec.Source.Name)]
+		was := stored.Spec.Source.ResourceVersion
+		rv := versions[ListedKey(stored.Namespace, stored.Spec.Source.Kind, stored.Spec.Source.Name)]
 		switch {
 		case was == "":
 			return false // the row says its source is missing: its phase changes
 		case was == rv:
 			continue
 		}
+		r := *stored // the spec is values; the metadata stays the store's, unchanged
 		r.Spec.Source.ResourceVersion = rv
 		r.Status = baseStatus(r.Namespace, r.Spec)
-		rows = append(rows, r)
+		rows = append(rows, &r)
 	}
 	if len(rows) == 0 {
 		return true

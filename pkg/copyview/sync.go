@@ -104,12 +104,10 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	c.mu.Unlock()
 	rows := make([]*courier.DownstreamCopy, 0, len(mine))
 	for _, key := range mine {
-		ns, name := copycontract.SplitKey(key)
-		r, ok := c.store.Get(ns, name)
-		if !ok || !courier.Delivered(r.Labels) {
+		r, ok := c.restatedRow(key)
+		if !ok {
 			continue // a Denied row's status is the view's own
 		}
-		r.Status = baseStatus(r.Namespace, r.Spec)
 		c.composeRow(r)
 		rows = append(rows, r)
 	}
@@ -117,6 +115,22 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	c.stampLocked(rows)
 	c.mu.Unlock()
 	c.store.Upsert(rows...)
+}
+
+// restatedRow returns a new row for the delivered row stored under key:
+// the stored one's metadata and spec (shared with the store, and so never
+// to be changed in place), a status of its own from baseStatus. ok is
+// false when no such row is stored, or it is not delivered (a Denied
+// row's status is the view's own). The store copies what Upsert keeps.
+func (c *Controller) restatedRow(key string) (*courier.DownstreamCopy, bool) {
+	ns, name := copycontract.SplitKey(key)
+	stored, ok := c.store.Peek(ns, name)
+	if !ok || !courier.Delivered(stored.Labels) {
+		return nil, false
+	}
+	r := *stored
+	r.Status = baseStatus(r.Namespace, r.Spec)
+	return &r, true
 }
 
 // rowsLocked returns what the view knows of a HelmOp's rows, creating the

@@ -423,3 +423,30 @@ func TestListExact(t *testing.T) {
 		}
 	})
 }
+
+// Peek hands out the held object itself; a shallow copy with a status of
+// its own, upserted, replaces it without changing the object peeked (the
+// store copies what it keeps), and the next Peek sees the new one.
+func TestPeekThenUpsertAShallowCopy(t *testing.T) {
+	s, _ := newTestStore()
+	s.Upsert(obj("ns", "a", "Pending"))
+	held, ok := s.Peek("ns", "a")
+	if !ok {
+		t.Fatal("Peek ns/a: not found")
+	}
+	if again, _ := s.Peek("ns", "a"); again != held {
+		t.Error("Peek returned a copy; want the held object")
+	}
+	next := *held
+	next.Status = courier.DownstreamCopyStatus{Phase: "Synced"}
+	if n := s.Upsert(&next); n != 1 {
+		t.Fatalf("Upsert of the changed row changed %d objects, want 1", n)
+	}
+	if held.Status.Phase != "Pending" {
+		t.Errorf("the peeked object changed: %+v", held.Status)
+	}
+	now, _ := s.Peek("ns", "a")
+	if now.Status.Phase != "Synced" || now == &next {
+		t.Errorf("after Upsert Peek = %+v (the caller's object: %v); want a stored copy, Synced", now.Status, now == &next)
+	}
+}
