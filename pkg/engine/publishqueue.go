@@ -55,25 +55,17 @@ func (q *publishQueue) mark(clusterKey string, now time.Time) {
 // due takes the Clusters to publish now: every waiting one when the engine
 // is idle, else those that have waited maxDelay.
 func (q *publishQueue) due(now time.Time, idle bool, maxDelay time.Duration) []string {
+	return q.take(func(_ string, since time.Time) bool { return idle || now.Sub(since) >= maxDelay })
+}
+
+// take takes the waiting Clusters for which pick, given the Cluster and
+// when it first waited, is true.
+func (q *publishQueue) take(pick func(clusterKey string, since time.Time) bool) []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []string
 	for k, since := range q.pending {
-		if idle || now.Sub(since) >= maxDelay {
-			out = append(out, k)
-			delete(q.pending, k)
-		}
-	}
-	return out
-}
-
-// take takes the waiting Clusters for which pick is true.
-func (q *publishQueue) take(pick func(clusterKey string) bool) []string {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var out []string
-	for k := range q.pending {
-		if pick(k) {
+		if pick(k, since) {
 			out = append(out, k)
 			delete(q.pending, k)
 		}
@@ -128,7 +120,7 @@ func (e *Engine) publishLost(lost []int) {
 	for _, b := range lost {
 		in[b] = true
 	}
-	for _, k := range e.toPublish.take(func(k string) bool { return in[e.bucketOf(k)] }) {
+	for _, k := range e.toPublish.take(func(k string, _ time.Time) bool { return in[e.bucketOf(k)] }) {
 		e.publishRecord(k)
 	}
 }
