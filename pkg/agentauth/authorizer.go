@@ -5,7 +5,8 @@
 //
 // It only ever denies. Placed in front of the delegated (SubjectAccessReview)
 // authorizer with union semantics, it answers Deny or NoOpinion, so every
-// request it lets through must still be allowed by the upstream RBAC:
+// request it lets through must still be allowed by the upstream RBAC (asked
+// once per agent and kind of request, and remembered: allowcache.go):
 //
 //   - A user named by a Cluster's courier.dev/agent-user annotation is that
 //     Cluster's agent. An agent may get, list and watch downstreamcopies in
@@ -113,6 +114,21 @@ func (a *Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAw
 // anyone else even if the authorizer chain were wired differently.
 func (a *Authorizer) IsAgentOf(u user.Info, namespace, cluster string) bool {
 	return slices.Contains(a.clustersOf(u), types.NamespacedName{Namespace: namespace, Name: cluster})
+}
+
+// ownRequest reports whether attrs is an agent's request for its own
+// Cluster's rows that this authorizer lets through: the only requests the
+// allow cache answers.
+func (a *Authorizer) ownRequest(attrs authorizer.Attributes) bool {
+	if !isDownstreamCopies(attrs) || !a.agents.HasSynced() {
+		return false
+	}
+	clusters := a.clustersOf(attrs.GetUser())
+	if len(clusters) == 0 {
+		return false
+	}
+	decision, _, _ := a.authorizeAgent(attrs, attrs.GetUser().GetName(), clusters)
+	return decision == authorizer.DecisionNoOpinion
 }
 
 // clustersOf returns the Clusters u is the agent of. Anonymous and

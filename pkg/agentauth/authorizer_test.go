@@ -165,7 +165,7 @@ func TestAuthorize(t *testing.T) {
 	for _, tc := range tcs {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &delegate{}
-			authz, err := WithDelegate(New(agents, rows), d)
+			authz, err := WithDelegate(New(agents, rows), d, DefaultAllowCacheTTL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestAuthorize(t *testing.T) {
 // delegate, which here has no opinion: the request is not allowed.
 func TestAuthorizeAnonymousList(t *testing.T) {
 	d := &delegate{}
-	authz, err := WithDelegate(New(agents, rows), d)
+	authz, err := WithDelegate(New(agents, rows), d, DefaultAllowCacheTTL)
 	if err != nil {
 		t.Fatal(err)
 	}

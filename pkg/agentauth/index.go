@@ -2,11 +2,13 @@ package agentauth
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/union"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
@@ -81,14 +83,26 @@ func (s StoreRows) ClusterOf(namespace, name string) (string, bool) {
 }
 
 // WithDelegate returns the authorizer Courier serves with: a first, then
-// delegate. a only denies or has no opinion, so what it lets through is
-// decided by delegate (union semantics: the first Allow or Deny wins).
-func WithDelegate(a *Authorizer, delegate authorizer.Authorizer) (authorizer.Authorizer, error) {
+// for an agent's own requests the allow cache (allowcache.go), then
+// delegate. a only denies or has no opinion, and the cache only allows
+// what delegate allowed for every name, so what a lets through is decided
+// by delegate (union semantics: the first Allow or Deny wins). A zero
+// allowTTL leaves the cache out: delegate decides every request.
+func WithDelegate(a *Authorizer, delegate authorizer.Authorizer, allowTTL time.Duration) (authorizer.Authorizer, error) {
+	return withDelegateAndClock(a, delegate, allowTTL, clock.RealClock{})
+}
+
+func withDelegateAndClock(a *Authorizer, delegate authorizer.Authorizer, allowTTL time.Duration, clk clock.PassiveClock) (authorizer.Authorizer, error) {
 	if delegate == nil {
 		return nil, fmt.Errorf("the agent authorizer needs an authorizer to delegate to")
 	}
-	return union.New(
-		union.NamedAuthorizer{AuthorizerName: "courier.dev/agents", Authorizer: a},
-		union.NamedAuthorizer{AuthorizerName: "delegated", Authorizer: delegate},
-	)
+	if allowTTL < 0 {
+		return nil, fmt.Errorf("the agents' allow cache TTL must not be negative, got %s", allowTTL)
+	}
+	chain := []union.NamedAuthorizer{{AuthorizerName: "courier.dev/agents", Authorizer: a}}
+	if allowTTL > 0 {
+		chain = append(chain, union.NamedAuthorizer{AuthorizerName: "courier.dev/agents-allow-cache", Authorizer: newAllowCache(a, delegate, allowTTL, clk)})
+	}
+	chain = append(chain, union.NamedAuthorizer{AuthorizerName: "delegated", Authorizer: delegate})
+	return union.New(chain...)
 }

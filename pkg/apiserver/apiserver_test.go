@@ -134,7 +134,7 @@ func testServerWithReports(t testing.TB) (http.Handler, *reports) {
 		}
 		return &authenticator.Response{User: &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}}, true, nil
 	})
-	authz, err := agentauth.WithDelegate(agentAuthz, authorizerfactory.NewAlwaysAllowAuthorizer())
+	authz, err := agentauth.WithDelegate(agentAuthz, authorizerfactory.NewAlwaysAllowAuthorizer(), agentauth.DefaultAllowCacheTTL)
 	if err != nil {
 		t.Fatal(err)
 	}

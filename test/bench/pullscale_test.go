@@ -49,6 +49,8 @@ type pullResult struct {
 	reportsSent, reportsBad int64
 	warmup                  time.Duration // heartbeats before the window
 	reportWrites            float64       // Courier's report writes in the window
+	reviews                 float64       // SubjectAccessReviews the upstream answered in the window
+	windowCPU               time.Duration // Courier's CPU in the window, all replicas
 	runtimeNote             string        // Courier's Go runtime with every agent watching
 
 	// rolling restart, one step per replica
@@ -282,13 +284,14 @@ func pullWrites(t *testing.T, ctx context.Context, set *replicaSet, f *agentFlee
 	if err != nil {
 		t.Fatal(err)
 	}
-	s0, b0, r0, w1 := sent.Load(), bad.Load(), reports(), time.Now()
+	s0, b0, r0, c0, w1 := sent.Load(), bad.Load(), reports(), set.cpu(t, -1), time.Now()
 	time.Sleep(2 * res.interval)
 	m1, err := scrapeFrom(ctx, env.Upstream.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res.window = time.Since(w1)
+	res.window, res.windowCPU = time.Since(w1), set.cpu(t, -1)-c0
+	res.reviews = m1.sum("apiserver_request_total", `resource="subjectaccessreviews"`) - m0.sum("apiserver_request_total", `resource="subjectaccessreviews"`)
 	res.reportWrites = reports() - r0
 	res.reportsSent, res.reportsBad = sent.Load()-s0, bad.Load()-b0
 	res.writes, res.writesBy = upstreamWrites(m0, m1)
@@ -389,6 +392,8 @@ func printPull(w io.Writer, rows []pullResult) {
 		}
 		fmt.Fprintf(tw, "upstream writes/s, everything current (%d heartbeats of %.0f due, every %s, %.0f s window)\t<= 50/s\t%.1f/s\t%s\n",
 			p.reportsSent, expected, p.interval, p.window.Seconds(), rate, v)
+		fmt.Fprintf(tw, "  heartbeats sent/s; Courier CPU per heartbeat (all replicas); SubjectAccessReviews/s the upstream answered\t-\t%.1f/s; %.2f ms; %.1f/s\t-\n",
+			float64(p.reportsSent)/p.window.Seconds(), perAgentMS(p.windowCPU, int(max(p.reportsSent, 1))), p.reviews/p.window.Seconds())
 		before := float64(n) / p.interval.Seconds()
 		fmt.Fprintf(tw, "  before issue 27: every heartbeat rewrote its Cluster's report (computed, not measured: N / %s)\t<= 50/s\t%.1f/s\t%s\n",
 			p.interval, before, verdict(before <= 50))

@@ -24,7 +24,8 @@ import (
 // against the real servers and a real courier-agent: with everything
 // current, the agent's heartbeats write nothing to its Cluster's report
 // and a bounded number of digest writes; a stopped agent's rows turn
-// Unreachable within three intervals; a restarted Courier shows the last
+// Unreachable within three intervals; its heartbeats are allowed without
+// asking the upstream each time; a restarted Courier shows the last
 // status at once and, reading the digests, does not show the Cluster
 // Unreachable for not having heard it yet.
 func TestPullLiveness(t *testing.T) {
@@ -43,9 +44,9 @@ func TestPullLiveness(t *testing.T) {
 	t.Run("heartbeats write no report and a bounded number of digests", func(t *testing.T) {
 		time.Sleep(2 * interval) // the first reports' writes land
 		const window = 20 * time.Second
-		before := statusWrites(t)
+		before, hitsBefore := statusWrites(t), metricValue(scrape(t), `courier_agent_authorization_cache_total{result="hit"}`)
 		reports, digests, last := countWrites(ctx, t, cluster, window)
-		after := statusWrites(t)
+		after, hitsAfter := statusWrites(t), metricValue(scrape(t), `courier_agent_authorization_cache_total{result="hit"}`)
 		// One replica rewrites the digest holding edge when its record
 		// is two intervals old: every 4 s, 5 in 20 s, 7 with the edges of
 		// the window.
@@ -60,6 +61,13 @@ func TestPullLiveness(t *testing.T) {
 		}
 		if reports != 0 {
 			t.Errorf("%d writes of the report ConfigMap with nothing changing, want 0", reports)
+		}
+		// Each heartbeat is allowed from the agent's remembered answer,
+		// not by a SubjectAccessReview of its own (pkg/agentauth/allowcache.go):
+		// at least one heartbeat per interval hits the cache.
+		t.Logf("agent requests allowed from the cache in the window: %g", hitsAfter-hitsBefore)
+		if hitsAfter-hitsBefore < float64(window/interval)/2 {
+			t.Errorf("%g agent requests allowed from the cache in %s of heartbeats every %s, want at least %d", hitsAfter-hitsBefore, window, interval, int(window/interval)/2)
 		}
 		if digests == 0 || digests > bound {
 			t.Errorf("%d digest writes in %s, want 1..%d", digests, window, bound)

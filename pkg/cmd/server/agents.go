@@ -27,10 +27,12 @@ import (
 // what the payload subresource reads. The agent authorizer only denies, so
 // every request it lets through still needs the upstream RBAC's allow;
 // placed first, its denials also hold for system:masters, whom the
-// delegated authorizer allows without asking.
-func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID string) (apiserver.PayloadConfig, error) {
+// delegated authorizer allows without asking. An agent's own requests are
+// allowed from the upstream's answer for any row, kept allowTTL
+// (pkg/agentauth/allowcache.go).
+func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID string, allowTTL time.Duration) (apiserver.PayloadConfig, error) {
 	agents := agentauth.New(v.agents, agentauth.StoreRows{Store: v.downstreamCopies})
-	authz, err := agentauth.WithDelegate(agents, cfg.Authorization.Authorizer)
+	authz, err := agentauth.WithDelegate(agents, cfg.Authorization.Authorizer, allowTTL)
 	if err != nil {
 		return apiserver.PayloadConfig{}, err
 	}

@@ -31,7 +31,7 @@ func TestPullDelivery(t *testing.T) {
 	v := &views{agents: index, downstreamCopies: memstore.New[*courier.DownstreamCopy](), upstream: fake.NewClientset()}
 	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
 	cfg.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
-	payloads, err := pullDelivery(cfg, v, "up")
+	payloads, err := pullDelivery(cfg, v, "up", agentauth.DefaultAllowCacheTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPullDelivery(t *testing.T) {
 	}
 
 	cfg.Authorization.Authorizer = nil
-	if _, err := pullDelivery(cfg, v, "up"); err == nil {
+	if _, err := pullDelivery(cfg, v, "up", agentauth.DefaultAllowCacheTTL); err == nil {
 		t.Error("no authorizer to delegate to: no error")
 	}
 }

@@ -29,6 +29,7 @@ import (
 	baseversion "k8s.io/component-base/version"
 	netutils "k8s.io/utils/net"
 
+	"github.com/courier-dev/courier/pkg/agentauth"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
@@ -87,6 +88,10 @@ type Options struct {
 	// ConfigMap per pulled Cluster (pkg/agentreport): Courier's own
 	// namespace, where a Role lets it write ConfigMaps.
 	AgentReportNamespace string
+	// AgentAuthorizationCacheTTL is how long an agent's allowed answer
+	// from the upstream is kept (pkg/agentauth/allowcache.go); zero asks
+	// the upstream about every request the delegated cache misses.
+	AgentAuthorizationCacheTTL time.Duration
 	// LeaderElection decides which replica writes: all serve the API and
 	// observe, the holder of the Lease writes.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
@@ -120,6 +125,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		AgentNamespace:                      fleetv1alpha1.SystemNamespace,
 		AgentReportNamespace:                "courier-system",
 		DenySensitiveExports:                true,
+		AgentAuthorizationCacheTTL:          agentauth.DefaultAllowCacheTTL,
 		LeaderElection:                      defaultLeaderElection(),
 		Shards:                              defaultShardOptions(),
 		StdOut:                              out,
@@ -150,6 +156,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.BoolVar(&o.DenySensitiveExports, "deny-sensitive-exports", o.DenySensitiveExports,
 		"Never export a Secret that a Fleet Cluster names as its kubeconfig, nor Secrets of type kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 or fleet.cattle.io/*, whatever a HelmOp lists (their rows are Denied). Set to false only to export such a Secret on purpose; sources annotated courier.dev/export: \"false\" are never exported either way.")
+	courier.DurationVar(&o.AgentAuthorizationCacheTTL, "agent-authorization-cache-ttl", o.AgentAuthorizationCacheTTL,
+		"How long Courier keeps the upstream's allow for a courier-agent's requests to its own Cluster's rows, asked once per agent, verb and subresource for any row rather than once per row (the agent authorizer still narrows every request to the agent's own rows). Requests through the aggregator are authorized by the kube-apiserver on every request anyway; this bounds how long a revoked agent can still reach Courier directly. 0 asks for every request.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	courier.DurationVar(&o.SummaryWindow, "summary-window", o.SummaryWindow,
@@ -195,6 +203,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ShutdownWatchTerminationGracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-watch-termination-grace-period must not be negative, got %s", o.ShutdownWatchTerminationGracePeriod))
+	}
+	if o.AgentAuthorizationCacheTTL < 0 {
+		errs = append(errs, fmt.Errorf("--agent-authorization-cache-ttl must not be negative, got %s", o.AgentAuthorizationCacheTTL))
 	}
 	if o.SummaryWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--summary-window must be positive, got %s", o.SummaryWindow))

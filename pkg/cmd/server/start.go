@@ -83,7 +83,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	payloads, err := pullDelivery(genericConfig, views, upstreamID)
+	payloads, err := pullDelivery(genericConfig, views, upstreamID, o.AgentAuthorizationCacheTTL)
 	if err != nil {
 		return err
 	}
