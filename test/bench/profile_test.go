@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,30 @@ func serverProfile(t *testing.T, wg *sync.WaitGroup, name string, d time.Duratio
 // (<name>-downstream-1.pprof, <name>-upstream.pprof), to see what
 // Courier's requests and watches cost the servers it writes to.
 func profileServersToo() bool { return os.Getenv("COURIER_BENCH_PROFILE_SERVERS") == "1" }
+
+// startBenchProfile, with COURIER_BENCH_PROFILE, profiles this test
+// process (the simulated agents, the clients, localenv's balancer) into
+// name until the returned function is called: to tell a window's limit
+// in the benchmark's own clients from one in the servers.
+func startBenchProfile(t *testing.T, name string) func() {
+	if profileDir() == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(profileDir(), name))
+	if err != nil {
+		t.Logf("bench profile %s: %v", name, err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Logf("bench profile %s: %v", name, err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
 
 // saveHeapProfile writes Courier's heap profile to name.
 func saveHeapProfile(t *testing.T, name string) {

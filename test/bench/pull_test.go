@@ -3,16 +3,21 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned/scheme"
@@ -20,6 +25,40 @@ import (
 
 // agentUser is the upstream user of cluster's agent.
 func agentUser(cluster string) string { return "agent-" + cluster }
+
+// agentGroup is the group every simulated agent's identity is in: the
+// group artifacts/flowcontrol/flowschema-agents.yaml matches, as docs/pull.md
+// recommends for many agents.
+const agentGroup = "courier:agents"
+
+// asAgent makes req the agent user's, impersonated by the upstream admin's
+// client, in agentGroup.
+func asAgent(req *rest.Request, user string) *rest.Request {
+	return req.SetHeader("Impersonate-User", user).SetHeader("Impersonate-Group", agentGroup)
+}
+
+// applyAgentFlowSchema creates the optional FlowSchema of
+// artifacts/flowcontrol (the install docs/pull.md recommends for many
+// agents) unless COURIER_BENCH_PULL_FLOWSCHEMA=0, and returns whether it
+// did and how to remove it.
+func applyAgentFlowSchema(t *testing.T, ctx context.Context, up kubernetes.Interface) (bool, func()) {
+	t.Helper()
+	if os.Getenv("COURIER_BENCH_PULL_FLOWSCHEMA") == "0" {
+		return false, func() {}
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "flowcontrol", "flowschema-agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &flowcontrolv1.FlowSchema{}
+	if err := yaml.UnmarshalStrict(data, fs); err != nil {
+		t.Fatalf("artifacts/flowcontrol/flowschema-agents.yaml: %v", err)
+	}
+	if _, err := up.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return true, func() { _ = up.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{}) }
+}
 
 // bindAgents binds the ClusterRole courier:agent to the n agents' users in
 // ws (one RoleBinding naming them all): what lets an agent reach Courier
@@ -42,7 +81,7 @@ func bindAgents(t *testing.T, ctx context.Context, up kubernetes.Interface, ws s
 // (the upstream admin's) client.
 func watchAs(ctx context.Context, fc versioned.Interface, ws, user string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return fc.CourierV1alpha1().RESTClient().Get().SetHeader("Impersonate-User", user).
+	return asAgent(fc.CourierV1alpha1().RESTClient().Get(), user).
 		Namespace(ws).Resource("downstreamcopies").VersionedParams(&opts, scheme.ParameterCodec).Watch(ctx)
 }
 

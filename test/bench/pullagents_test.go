@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -251,7 +252,7 @@ func (f *agentFleet) row(ctx context.Context, i int, row *courierv1alpha1.Downst
 	}
 	if f.readPayloads.Load() {
 		f.payloadReads.Add(1)
-		err := f.fc.CourierV1alpha1().RESTClient().Get().SetHeader("Impersonate-User", a.user).
+		err := asAgent(f.fc.CourierV1alpha1().RESTClient().Get(), a.user).
 			Namespace(row.Namespace).Resource("downstreamcopies").Name(row.Name).SubResource("payload").Do(ctx).Error()
 		if err != nil {
 			f.payloadErrs.Add(1)
@@ -270,16 +271,18 @@ func (f *agentFleet) row(ctx context.Context, i int, row *courierv1alpha1.Downst
 // everything current (report.Body: the row, its status, the interval);
 // workers bound the requests in flight. It returns the number of reports
 // sent and refused once ctx is done.
-func (f *agentFleet) heartbeats(ctx context.Context, interval time.Duration, workers int) (sent, failed *atomic.Int64) {
-	sent, failed = &atomic.Int64{}, &atomic.Int64{}
+func (f *agentFleet) heartbeats(ctx context.Context, interval time.Duration, workers int) (sent, failed *atomic.Int64, took *latencies) {
+	sent, failed, took = &atomic.Int64{}, &atomic.Int64{}, &latencies{}
 	jobs := make(chan int, workers)
 	for range workers {
 		go func() {
 			for i := range jobs {
+				start := time.Now()
 				if err := f.report(ctx, i, interval); err != nil {
 					failed.Add(1)
 				} else {
 					sent.Add(1)
+					took.add(time.Since(start))
 				}
 			}
 		}()
@@ -297,7 +300,7 @@ func (f *agentFleet) heartbeats(ctx context.Context, interval time.Duration, wor
 			}
 		}
 	}()
-	return sent, failed
+	return sent, failed, took
 }
 
 func (f *agentFleet) report(ctx context.Context, i int, interval time.Duration) error {
@@ -311,7 +314,7 @@ func (f *agentFleet) report(ctx context.Context, i int, interval time.Duration) 
 	now := metav1.Now()
 	body := agentreport.Body(row, copycontract.Status{Phase: courierapi.CopyPhaseSynced, Message: "copied",
 		SyncedResourceVersion: copied, LastSyncTime: &now}, interval)
-	return f.fc.CourierV1alpha1().RESTClient().Put().SetHeader("Impersonate-User", a.user).
+	return asAgent(f.fc.CourierV1alpha1().RESTClient().Put(), a.user).
 		Namespace(row.Namespace).Resource("downstreamcopies").Name(row.Name).SubResource("status").Body(body).Do(ctx).Error()
 }
 
@@ -325,4 +328,30 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// latencies collects request times from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+// since returns the p50 and p99 of the times added after the first n, and
+// how many there are in all.
+func (l *latencies) since(n int) (p50, p99 time.Duration, total int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	total = len(l.d)
+	if n >= total {
+		return 0, 0, total
+	}
+	d := slices.Clone(l.d[n:])
+	slices.Sort(d)
+	return d[len(d)/2], d[len(d)*99/100], total
 }

@@ -26,6 +26,7 @@ import (
 // its own user through Courier's agent authorizer.
 type pullResult struct {
 	agents, replicas int
+	flowSchema       bool // artifacts/flowcontrol's FlowSchema was applied upstream
 
 	// first connect
 	connect          time.Duration // from the first watch opened to every agent watching
@@ -50,6 +51,8 @@ type pullResult struct {
 	warmup                  time.Duration // heartbeats before the window
 	reportWrites            float64       // Courier's report writes in the window
 	reviews                 float64       // SubjectAccessReviews the upstream answered in the window
+	hbP50, hbP99            time.Duration // a heartbeat's request time in the window
+	flowControl             string        // the upstream's priority and fairness in the window
 	windowCPU               time.Duration // Courier's CPU in the window, all replicas
 	runtimeNote             string        // Courier's Go runtime with every agent watching
 
@@ -84,6 +87,8 @@ func testPull(t *testing.T) {
 	name := func(i int) string { return fmt.Sprintf("a%d", i) }
 	set, restore := startPullReplicas(t, ctx, pullReplicas(t))
 	defer restore()
+	flowSchema, removeFlowSchema := applyAgentFlowSchema(t, ctx, up)
+	defer removeFlowSchema()
 	srcRV := setupPull(t, ctx, up, fc, ws, n, name)
 	defer func() {
 		_ = fc.FleetV1alpha1().HelmOps(ws).Delete(ctx, "pull", metav1.DeleteOptions{})
@@ -94,7 +99,7 @@ func testPull(t *testing.T) {
 	agentsRefused(t, ctx, fc, ws, name)
 	set.waitIdle(t)
 
-	res := pullResult{agents: n, replicas: len(set.rs)}
+	res := pullResult{agents: n, replicas: len(set.rs), flowSchema: flowSchema}
 	// The agents start with their copies made from the source as it is:
 	// as after an earlier run, so connecting reads no payload.
 	f := newAgentFleet(fc, ws, n, name, srcRV, 64)
@@ -231,7 +236,7 @@ func probePayload(t *testing.T, ctx context.Context, set *replicaSet, f *agentFl
 	a.mu.Lock()
 	row := a.row
 	a.mu.Unlock()
-	if err := f.fc.CourierV1alpha1().RESTClient().Get().SetHeader("Impersonate-User", a.user).Namespace(row.Namespace).
+	if err := asAgent(f.fc.CourierV1alpha1().RESTClient().Get(), a.user).Namespace(row.Namespace).
 		Resource("downstreamcopies").Name(row.Name).SubResource("payload").Do(ctx).Error(); err != nil {
 		t.Fatalf("agent %s reading its payload: %v", a.user, err)
 	}
@@ -261,7 +266,7 @@ func pullWrites(t *testing.T, ctx context.Context, set *replicaSet, f *agentFlee
 	res.interval = pullInterval(t)
 	hbCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	sent, bad := f.heartbeats(hbCtx, res.interval, max(64, len(f.agents)/40))
+	sent, bad, took := f.heartbeats(hbCtx, res.interval, max(64, len(f.agents)/40))
 	w0 := time.Now()
 	time.Sleep(res.interval)
 	// Every agent has reported once: its rows' first Synced, which
@@ -284,13 +289,21 @@ func pullWrites(t *testing.T, ctx context.Context, set *replicaSet, f *agentFlee
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, _, l0 := took.since(0)
 	s0, b0, r0, c0, w1 := sent.Load(), bad.Load(), reports(), set.cpu(t, -1), time.Now()
+	name := fmt.Sprintf("cpu-pull-%d-heartbeats", len(f.agents))
+	stopProfiles := startCPUProfile(t, name+".pprof", min(profileSeconds(t), 2*res.interval))
+	stopBench := startBenchProfile(t, name+"-bench.pprof")
 	time.Sleep(2 * res.interval)
+	stopBench()
+	stopProfiles()
 	m1, err := scrapeFrom(ctx, env.Upstream.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.window, res.windowCPU = time.Since(w1), set.cpu(t, -1)-c0
+	res.hbP50, res.hbP99, _ = took.since(l0)
+	res.flowControl = flowControl(m0, m1)
 	res.reviews = m1.sum("apiserver_request_total", `resource="subjectaccessreviews"`) - m0.sum("apiserver_request_total", `resource="subjectaccessreviews"`)
 	res.reportWrites = reports() - r0
 	res.reportsSent, res.reportsBad = sent.Load()-s0, bad.Load()-b0
@@ -340,6 +353,47 @@ func upstreamWrites(before, after metrics) (float64, string) {
 	return total, strings.Join(parts, ", ")
 }
 
+// flowControl says, for the upstream's priority levels that served the
+// most requests between two scrapes, how many, their mean wait in the
+// queue and mean execution: whether heartbeats waited for a seat.
+func flowControl(before, after metrics) string {
+	type level struct{ n, wait, exec float64 }
+	levels := map[string]*level{}
+	get := func(series string) *level {
+		_, labels, _ := strings.Cut(series, "{")
+		pl := label(labels, "priority_level")
+		if levels[pl] == nil {
+			levels[pl] = &level{}
+		}
+		return levels[pl]
+	}
+	for series, v := range after {
+		d := v - before[series]
+		name, _, _ := strings.Cut(series, "{")
+		switch name {
+		case "apiserver_flowcontrol_request_wait_duration_seconds_count":
+			get(series).n += d
+		case "apiserver_flowcontrol_request_wait_duration_seconds_sum":
+			get(series).wait += d
+		case "apiserver_flowcontrol_request_execution_seconds_sum":
+			get(series).exec += d
+		}
+	}
+	names := make([]string, 0, len(levels))
+	for k, l := range levels {
+		if l.n > 0 {
+			names = append(names, k)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return levels[names[i]].n > levels[names[j]].n })
+	var parts []string
+	for _, k := range names[:min(len(names), 3)] {
+		l := levels[k]
+		parts = append(parts, fmt.Sprintf("%s: %.0f requests, mean wait %.0f ms, mean execution %.0f ms", k, l.n, 1000*l.wait/l.n, 1000*l.exec/l.n))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // waitFor polls cond every 50 ms until it holds or max passes.
 func waitFor(max time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(max)
@@ -373,7 +427,11 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func printPull(w io.Writer, rows []pullResult) {
 	for _, p := range rows {
 		n := p.agents
-		fmt.Fprintf(w, "pull (issue 27): %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s)\n", n, p.replicas)
+		fs := "without artifacts/flowcontrol's FlowSchema (COURIER_BENCH_PULL_FLOWSCHEMA=0)"
+		if p.flowSchema {
+			fs = "with artifacts/flowcontrol's FlowSchema upstream (status updates of group " + agentGroup + " exempt from queuing)"
+		}
+		fmt.Fprintf(w, "pull (issue 27): %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s); %s\n", n, p.replicas, fs)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "figure\ttarget\tmeasured\tverdict")
 		fmt.Fprintf(tw, "first connect: every agent watching (watch-list through the aggregator)\t-\t%.1f s, %d opens refused or failed\t-\n", p.connect.Seconds(), p.connectErrors)
@@ -394,6 +452,7 @@ func printPull(w io.Writer, rows []pullResult) {
 			p.reportsSent, expected, p.interval, p.window.Seconds(), rate, v)
 		fmt.Fprintf(tw, "  heartbeats sent/s; Courier CPU per heartbeat (all replicas); SubjectAccessReviews/s the upstream answered\t-\t%.1f/s; %.2f ms; %.1f/s\t-\n",
 			float64(p.reportsSent)/p.window.Seconds(), perAgentMS(p.windowCPU, int(max(p.reportsSent, 1))), p.reviews/p.window.Seconds())
+		fmt.Fprintf(tw, "  a heartbeat's request time, p50 and p99\t-\t%s, %s\t-\n", ms(p.hbP50), ms(p.hbP99))
 		before := float64(n) / p.interval.Seconds()
 		fmt.Fprintf(tw, "  before issue 27: every heartbeat rewrote its Cluster's report (computed, not measured: N / %s)\t<= 50/s\t%.1f/s\t%s\n",
 			p.interval, before, verdict(before <= 50))
@@ -421,6 +480,7 @@ func printPull(w io.Writer, rows []pullResult) {
 		}
 		fmt.Fprintf(w, "  upstream writes in the window: %s (Courier's report writes %.0f; heartbeats ran %.0f s before it); payload probe: one agent's read raised Courier's counters by %.0f\n",
 			orNone(p.writesBy), p.reportWrites, p.warmup.Seconds(), p.probeReads)
+		fmt.Fprintf(w, "  the upstream's priority and fairness in the heartbeat window: %s\n", orNone(p.flowControl))
 		fmt.Fprintf(w, "  with every agent watching: %s; largest RSS after the rolling restart %.0f MiB\n", p.runtimeNote, mib(p.rssAfter))
 	}
 }
