@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -36,10 +39,11 @@ type pullResult struct {
 	rssWatching      int64 // with every agent watching, idle: the largest replica
 	rssWatchingTotal int64 // all replicas
 
-	// one source change
+	// source changes, one after another: the median by p99, and each
 	received       int
 	p50, p99, last time.Duration
-	changeCPU      time.Duration
+	changeCPU      time.Duration // per change, all replicas
+	changes        []changeResult
 	probeReads     float64 // Courier's payload counter after one agent read its payload
 
 	// upstream writes with everything current
@@ -175,16 +179,73 @@ func setupPull(t *testing.T, ctx context.Context, up kubernetes.Interface, fc ve
 	return src.ResourceVersion
 }
 
+// changeResult is one source change's arrival at the agents' watches.
+type changeResult struct {
+	received       int
+	p50, p99, last time.Duration
+}
+
 // pullChange changes the source and times its arrival at every agent's
 // watch. One agent then reads its payload, and Courier's counter of
 // payload GETs must show it: the counter the restart is judged by counts.
 func pullChange(t *testing.T, ctx context.Context, up kubernetes.Interface, set *replicaSet, f *agentFleet, ws string, res *pullResult) {
 	t.Helper()
+	n := len(f.agents)
+	// One change is one sample of a noisy machine: the figure is the
+	// median of several changes' p99, each change after the last arrived.
+	changes := intsFromEnv(t, "COURIER_BENCH_PULL_CHANGES", []int{5})[0]
+	var all []changeResult
+	c0 := set.cpu(t, -1)
+	for i := range max(changes, 1) {
+		arrived := changeSource(t, ctx, up, f, ws, strconv.Itoa(i+1))
+		c := changeResult{received: len(arrived)}
+		if len(arrived) > 0 {
+			c.p50, c.p99, c.last = fleetsim.Percentile(arrived, 50), fleetsim.Percentile(arrived, 99), fleetsim.MaxDuration(arrived)
+		}
+		if c.received < n {
+			t.Errorf("%d of %d agents' watches saw source change %d within 5 minutes", c.received, n, i+1)
+		}
+		all = append(all, c)
+	}
+	res.changeCPU = (set.cpu(t, -1) - c0) / time.Duration(len(all))
+	res.changes = all
+	sorted := slices.Clone(all)
+	slices.SortFunc(sorted, func(a, b changeResult) int { return cmp.Compare(a.p99, b.p99) })
+	med := sorted[len(sorted)/2]
+	res.received, res.p50, res.p99, res.last = med.received, med.p50, med.p99, med.last
+	res.probeReads = probePayload(t, ctx, set, f)
+	if profileDir() == "" {
+		return
+	}
+	// A few changes are too little CPU for a profile's samples: profile
+	// more, one after another, outside the figures.
+	name := fmt.Sprintf("cpu-pull-%d-change", n)
+	stopProfiles := startCPUProfile(t, name+".pprof", profileSeconds(t))
+	stopBench := startBenchProfile(t, name+"-bench.pprof")
+	c1, rounds, deadline := set.cpu(t, -1), 0, time.Now().Add(profileSeconds(t))
+	var p99s []string
+	for ; time.Now().Before(deadline); rounds++ {
+		arrived := changeSource(t, ctx, up, f, ws, "p"+strconv.Itoa(rounds))
+		if len(arrived) > 0 {
+			p99s = append(p99s, ms(fleetsim.Percentile(arrived, 99)))
+		}
+	}
+	cpu := set.cpu(t, -1) - c1
+	stopBench()
+	stopProfiles()
+	t.Logf("profiled source changes: %d, Courier CPU per change %s (all replicas), p99 of each: %s", rounds, ms(cpu/time.Duration(max(rounds, 1))), strings.Join(p99s, ", "))
+}
+
+// changeSource sets the source's data to round and returns, for each agent
+// whose watch received its row with the new source resourceVersion within
+// 5 minutes, how long after the update.
+func changeSource(t *testing.T, ctx context.Context, up kubernetes.Interface, f *agentFleet, ws, round string) []time.Duration {
+	t.Helper()
 	src, err := up.CoreV1().Secrets(ws).Get(ctx, "s0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.Data["round"] = []byte("1")
+	src.Data["round"] = []byte(round)
 	var (
 		mu      sync.Mutex
 		arrived []time.Duration
@@ -204,7 +265,6 @@ func pullChange(t *testing.T, ctx context.Context, up kubernetes.Interface, set 
 	}
 	f.arrival.Store(&fn)
 	defer f.arrival.Store(nil)
-	c0 := set.cpu(t, -1)
 	t0 = time.Now()
 	updated, err := up.CoreV1().Secrets(ws).Update(ctx, src, metav1.UpdateOptions{})
 	if err != nil {
@@ -214,17 +274,9 @@ func pullChange(t *testing.T, ctx context.Context, up kubernetes.Interface, set 
 	close(known)
 	n := len(f.agents)
 	waitFor(5*time.Minute, func() bool { mu.Lock(); defer mu.Unlock(); return len(arrived) == n })
-	res.changeCPU = set.cpu(t, -1) - c0
 	mu.Lock()
-	res.received = len(arrived)
-	if len(arrived) > 0 {
-		res.p50, res.p99, res.last = fleetsim.Percentile(arrived, 50), fleetsim.Percentile(arrived, 99), fleetsim.MaxDuration(arrived)
-	}
-	mu.Unlock()
-	if res.received < n {
-		t.Errorf("%d of %d agents' watches saw the source change within 5 minutes", res.received, n)
-	}
-	res.probeReads = probePayload(t, ctx, set, f)
+	defer mu.Unlock()
+	return slices.Clone(arrived)
 }
 
 // probePayload has the first agent read its row's payload and returns
@@ -440,8 +492,13 @@ func printPull(w io.Writer, rows []pullResult) {
 			mib(p.rssWatchingTotal), mib(p.rssWatching), verdict(mib(p.rssWatching) <= 1024))
 		growth := float64(p.rssWatchingTotal-p.rssBefore) / 1024 / float64(n)
 		fmt.Fprintf(tw, "Courier RSS per watch (all replicas' growth from %.0f MiB / %d)\t<= 40 KiB\t%.1f KiB\t%s\n", mib(p.rssBefore), n, growth, verdict(growth <= 40))
-		fmt.Fprintf(tw, "source change -> every agent's watch: p99 (p50, last; %d of %d; Courier CPU %s)\t<= 1 s\t%s (%s, %s)\t%s\n",
-			p.received, n, ms(p.changeCPU), ms(p.p99), ms(p.p50), ms(p.last), verdict(p.received == n && p.p99 <= time.Second))
+		var each []string
+		for _, c := range p.changes {
+			each = append(each, ms(c.p99))
+		}
+		fmt.Fprintf(tw, "source change -> every agent's watch: p99, median of %d changes (its p50, last; %d of %d; Courier CPU per change %s)\t<= 1 s\t%s (%s, %s)\t%s\n",
+			len(p.changes), p.received, n, ms(p.changeCPU), ms(p.p99), ms(p.p50), ms(p.last), verdict(p.received == n && p.p99 <= time.Second))
+		fmt.Fprintf(tw, "  each change's p99, in order\t-\t%s\t-\n", strings.Join(each, ", "))
 		rate := p.writes / p.window.Seconds()
 		expected := float64(n) * p.window.Seconds() / p.interval.Seconds()
 		v := verdict(rate <= 50)

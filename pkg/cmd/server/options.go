@@ -16,7 +16,9 @@ import (
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -43,6 +45,20 @@ func init() {
 	// Logging options (--logging-format, contextual logging) are gated by
 	// features that must be known to the gate before flags are validated.
 	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+	// Off unless --feature-gates=WatchListCompression=true. Since 1.37 the
+	// generic server gzips a watch-list's stream flush by flush, every
+	// later event included, for clients that accept gzip (client-go's
+	// reflector does). Courier's watch-lists are agents' (each of its own
+	// Cluster's few rows) and kubectl wait's: small initial lists, then one
+	// event per change, each then its own gzip stream. Profiled at 10,000
+	// agents (docs/benchmarks.md), compressing was 16 % of a replica's CPU
+	// for a source change and decompressing most of the agents'. Lists
+	// keep their compression (APIResponseCompression).
+	// At the Kubernetes version Courier's generic server emulates (set by
+	// the ComponentGlobalsRegistry once flags are parsed): before that the
+	// gate's version is Courier's own, at which the feature does not exist.
+	utilruntime.Must(utilfeature.DefaultMutableFeatureGate.OverrideDefaultAtVersion(features.WatchListCompression, false,
+		version.MustParse(baseversion.DefaultKubeBinaryVersion)))
 }
 
 // Options are everything Courier's command line sets.

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
 
 // TestOptionsFromFlags parses command lines the way main does and runs
@@ -65,5 +68,26 @@ current-context: c
 				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestWatchListCompressionOffByDefault: Courier's watch-lists are not
+// gzipped flush by flush unless the operator turns it back on (init in
+// options.go says why).
+func TestWatchListCompressionOffByDefault(t *testing.T) {
+	o := NewOptions(io.Discard, io.Discard)
+	cmd := NewCommand(context.Background(), o)
+	if err := cmd.Flags().Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if utilfeature.DefaultFeatureGate.Enabled(features.WatchListCompression) {
+		t.Error("WatchListCompression is on by default")
+	}
+	// The positive control: the generic server's other compression stays.
+	if !utilfeature.DefaultFeatureGate.Enabled(features.APIResponseCompression) {
+		t.Error("APIResponseCompression is off: lists lost their compression too")
 	}
 }
