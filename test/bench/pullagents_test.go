@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	courierv1alpha1 "github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
+	"github.com/courier-dev/courier/test/fleetsim"
 )
 
 // simAgent is one simulated courier-agent: its Cluster's watch of its rows
@@ -351,7 +351,5 @@ func (l *latencies) since(n int) (p50, p99 time.Duration, total int) {
 	if n >= total {
 		return 0, 0, total
 	}
-	d := slices.Clone(l.d[n:])
-	slices.Sort(d)
-	return d[len(d)/2], d[len(d)*99/100], total
+	return fleetsim.Percentile(l.d[n:], 50), fleetsim.Percentile(l.d[n:], 99), total
 }
