@@ -146,10 +146,23 @@ func (r *Resource[T]) Watch(ctx context.Context, options *metainternalversion.Li
 	// value: a change of another value's objects costs it nothing.
 	if f := r.store.WatchIndexField(); f != "" && options != nil && options.FieldSelector != nil {
 		if v, ok := options.FieldSelector.RequiresExactMatch(f); ok {
+			if onlyPins(options, f) {
+				match = nil // the index selects exactly what the selector does
+			}
 			return r.store.WatchIndexed(ctx, ns, v, match, options, r.spec.New)
 		}
 	}
 	return r.store.Watch(ctx, ns, match, options, r.spec.New)
+}
+
+// onlyPins reports whether options select by nothing but field = value
+// (no label selector, one field requirement).
+func onlyPins(options *metainternalversion.ListOptions, field string) bool {
+	if options.LabelSelector != nil && !options.LabelSelector.Empty() {
+		return false
+	}
+	reqs := options.FieldSelector.Requirements()
+	return len(reqs) == 1 && reqs[0].Field == field
 }
 
 // Predicate returns the function that decides whether an object is selected

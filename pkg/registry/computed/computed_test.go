@@ -277,3 +277,87 @@ func TestListTableKeepsPaging(t *testing.T) {
 		t.Errorf("table: continue %q, remaining %v, %d rows; want the list's %q, 3, 2 rows", tbl.Continue, tbl.RemainingItemCount, len(tbl.Rows), l.Continue)
 	}
 }
+
+// TestOnlyPins: a watch is filed with no selector of its own only when
+// its selector is the index field's value and nothing else.
+func TestOnlyPins(t *testing.T) {
+	for _, tc := range []struct {
+		field, label string
+		want         bool
+	}{
+		{field: "spec.cluster=c1", want: true},
+		{field: "spec.cluster==c1", want: true},
+		{field: "spec.cluster=c1,metadata.name=n"},
+		{field: "spec.cluster=c1", label: "a=1"},
+		{field: "metadata.name=c1"},
+	} {
+		opts := &metainternalversion.ListOptions{FieldSelector: fields.ParseSelectorOrDie(tc.field)}
+		if tc.label != "" {
+			opts.LabelSelector = labels.SelectorFromSet(labels.Set{"a": "1"})
+		}
+		if got := onlyPins(opts, "spec.cluster"); got != tc.want {
+			t.Errorf("%q %q: onlyPins %v, want %v", tc.field, tc.label, got, tc.want)
+		}
+	}
+}
+
+// TestIndexedWatchKeepsTheRestOfItsSelector: through a store indexed by
+// spec.cluster, a watch pinned to c1 sees c1's rows only, and one that
+// also selects by name or label still applies that part. Every watch
+// selects r2's last change, which comes last: what a watch got before it
+// is everything it got.
+func TestIndexedWatchKeepsTheRestOfItsSelector(t *testing.T) {
+	r := testResource()
+	r.store = memstore.New[*courier.DownstreamCopy](memstore.WithWatchIndex("spec.cluster", func(o *courier.DownstreamCopy) string { return o.Spec.Cluster }))
+	ctx := genericapirequest.WithNamespace(context.Background(), "ns")
+	no := false
+	watchWith := func(field, label string) <-chan string {
+		opts := &metainternalversion.ListOptions{FieldSelector: fields.ParseSelectorOrDie(field), SendInitialEvents: &no}
+		if label != "" {
+			opts.LabelSelector = labels.SelectorFromSet(labels.Set{"a": label})
+		}
+		w, err := r.Watch(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		names := make(chan string, 10)
+		go func() {
+			for e := range w.ResultChan() {
+				names <- string(e.Type) + " " + e.Object.(*courier.DownstreamCopy).Name
+			}
+		}()
+		return names
+	}
+	pinned := watchWith("spec.cluster=c1", "")
+	named := watchWith("spec.cluster=c1,metadata.name=r2", "")
+	labelled := watchWith("spec.cluster=c1", "2")
+	row := func(name, cluster, label, rv string) *courier.DownstreamCopy {
+		return &courier.DownstreamCopy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"a": label}},
+			Spec: courier.DownstreamCopySpec{Cluster: cluster, Source: courier.CopySource{ResourceVersion: rv}}}
+	}
+	r.store.Upsert(row("r1", "c1", "1", "1"), row("r2", "c1", "2", "1"), row("r3", "c2", "2", "1"), row("r4", "c2", "1", "1"))
+	r.store.Upsert(row("r2", "c1", "2", "2"))
+	for _, tc := range []struct {
+		name string
+		got  <-chan string
+		want []string
+	}{
+		{"spec.cluster=c1", pinned, []string{"ADDED r1", "ADDED r2", "MODIFIED r2"}},
+		{"and metadata.name=r2", named, []string{"ADDED r2", "MODIFIED r2"}},
+		{"and label a=2", labelled, []string{"ADDED r2", "MODIFIED r2"}},
+	} {
+		var got []string
+		for len(got) == 0 || got[len(got)-1] != "MODIFIED r2" {
+			select {
+			case n := <-tc.got:
+				got = append(got, n)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: got %v, want %v", tc.name, got, tc.want)
+			}
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

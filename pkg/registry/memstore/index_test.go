@@ -105,6 +105,58 @@ func TestIndexedWatchersSeeOnlyTheirValue(t *testing.T) {
 	}
 }
 
+// TestIndexedWatchersWithoutSelector: a watcher whose selector pins the
+// index field and nothing else is filed with no match of its own (the
+// REST layer's onlyPins); the index value alone decides what it sees,
+// also for a row that moves between values, and a neighbour with a
+// selector of its own still evaluates it.
+func TestIndexedWatchersWithoutSelector(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	opts := &metainternalversion.ListOptions{SendInitialEvents: ptr.To(false)}
+	var ws []watch.Interface
+	for _, c := range []string{"c7", "c8"} {
+		w, err := s.WatchIndexed(context.Background(), "ns", c, nil, opts, newDCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		ws = append(ws, w)
+	}
+	var evaluated atomic.Int64
+	synced := func(o *dcp) bool { evaluated.Add(1); return o.Status.Phase == courier.CopyPhaseSynced }
+	onlySynced, err := s.WatchIndexed(context.Background(), "ns", "c7", synced, opts, newDCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(onlySynced.Stop)
+
+	s.Upsert(obj("ns", "app.c7.secret.a", courier.CopyPhasePending, onCluster("c7")))
+	s.Upsert(obj("ns", "app.c9.secret.a", courier.CopyPhasePending, onCluster("c9")))
+	s.Upsert(obj("ns", "app.c7.secret.a", courier.CopyPhaseSynced, onCluster("c7")))
+	s.Upsert(obj("other", "app.c7.secret.a", courier.CopyPhaseSynced, onCluster("c7")))
+	if got := fmt.Sprint(waitingIn(ws[0]), waitingIn(ws[1])); got != "[ADDED app.c7.secret.a c7 MODIFIED app.c7.secret.a c7] []" {
+		t.Errorf("c7 and c8: %s", got)
+	}
+	if got := fmt.Sprint(waitingIn(onlySynced)); got != "[ADDED app.c7.secret.a c7]" {
+		t.Errorf("c7's watcher of Synced rows got %s", got)
+	}
+	if evaluated.Load() == 0 {
+		t.Error("the neighbour's own selector was never evaluated")
+	}
+
+	s.Upsert(obj("ns", "app.c7.secret.a", courier.CopyPhaseSynced, onCluster("c8")))
+	if got := fmt.Sprint(waitingIn(ws[0]), waitingIn(ws[1])); got != "[DELETED app.c7.secret.a c7] [ADDED app.c7.secret.a c8]" {
+		t.Errorf("moved row: %s", got)
+	}
+
+	// Without an index, a watch with no selector would see everything:
+	// refused rather than widened.
+	plain, _ := newTestStore()
+	if _, err := plain.WatchIndexed(context.Background(), "ns", "c7", nil, opts, newDCP); err == nil {
+		t.Error("an indexed watch without a selector on a store without an index was accepted")
+	}
+}
+
 // TestUnindexedWatchersStillSeeEverything: a watcher that pins nothing
 // (a user's kubectl get -w) is handed every event beside indexed ones,
 // and a store without an index treats WatchIndexed as Watch.

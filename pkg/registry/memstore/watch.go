@@ -56,9 +56,14 @@ func (s *Store[T]) WatchIndexField() string { return s.indexField }
 // WatchIndexed is Watch for a watch whose match can only select objects
 // whose index field (WatchIndexField) equals value: the caller's selector
 // requires it. The watcher is then handed only the events of such objects
-// (see WithWatchIndex). On a store without an index it is Watch.
+// (see WithWatchIndex), and selects only those: match may be nil when the
+// index value is all the selector asks. On a store without an index it is
+// Watch.
 func (s *Store[T]) WatchIndexed(ctx context.Context, namespace, value string, match func(T) bool, opts *metainternalversion.ListOptions, newEmpty func() T) (watch.Interface, error) {
 	if s.indexOf == nil {
+		if match == nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("memstore: an indexed watch without a selector on a store without an index"))
+		}
 		return s.watch(ctx, namespace, nil, match, opts, newEmpty)
 	}
 	return s.watch(ctx, namespace, &value, match, opts, newEmpty)

@@ -213,8 +213,16 @@ func (w *watcher[T]) popLocked() {
 	}
 }
 
+// matches reports whether o is selected by w. An indexed watcher selects
+// only objects of its index value, whatever its match says; so the REST
+// layer can leave match nil when the selector pins the index field and
+// nothing else (every courier-agent's watch), and no field set is built
+// for its events.
 func (w *watcher[T]) matches(o T) bool {
 	if w.namespace != "" && o.GetNamespace() != w.namespace {
+		return false
+	}
+	if w.index != nil && w.store.indexOf(o) != *w.index {
 		return false
 	}
 	return w.match == nil || w.match(o)
