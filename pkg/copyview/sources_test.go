@@ -20,6 +20,7 @@ func TestSourceChangeUpdatesOnlyItsRows(t *testing.T) {
 	cases := []struct {
 		name    string
 		refuse  bool
+		pulled  []string // Clusters with an agent user: their agents deliver
 		event   func(f *fixture)
 		want    []string // engine calls, sorted
 		wantRV  string   // the creds rows' source resourceVersion afterwards
@@ -37,13 +38,27 @@ func TestSourceChangeUpdatesOnlyItsRows(t *testing.T) {
 				f.remove(withRV(creds, "5"))
 			},
 			want: []string{"set fleet-default/app 2"}, wantRV: "", wantRow: courier.CopyPhaseSourceMissing},
+		{name: "c2 pulled: only c1's row goes to the engine; both rows change",
+			pulled: []string{"c2"},
+			event:  func(f *fixture) { f.update(creds, withRV(creds, "5")) },
+			want:   []string{"update fleet-default/app 1"}, wantRV: "5", wantRow: courier.CopyPhaseSynced},
+		{name: "every Cluster pulled: nothing for the engine; both rows change",
+			pulled: []string{"c1", "c2"},
+			event:  func(f *fixture) { f.update(creds, withRV(creds, "5")) },
+			want:   []string{}, wantRV: "5", wantRow: courier.CopyPhaseSynced},
 		{name: "the same version again: nothing",
 			event: func(f *fixture) { f.update(creds, creds.DeepCopy()) },
 			want:  []string{}, wantRV: "1", wantRow: courier.CopyPhaseSynced},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, workspaces()...)
+			objs := workspaces()
+			for _, o := range objs {
+				if c, ok := o.(*fleet.Cluster); ok && slices.Contains(tc.pulled, c.Name) && c.Namespace == "fleet-default" {
+					c.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-" + c.Name}
+				}
+			}
+			f := newFixture(t, objs...)
 			f.engine.refuseUpdates = tc.refuse
 			for _, c := range []string{"c1", "c2"} {
 				f.engine.setStatus("fleet-default/app."+c+".secret.creds", copycontract.Status{Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "1"})
@@ -61,8 +76,12 @@ func TestSourceChangeUpdatesOnlyItsRows(t *testing.T) {
 			}
 			for _, c := range []string{"c1", "c2"} {
 				r := f.row("app." + c + ".secret.creds")
-				if r.Spec.Source.ResourceVersion != tc.wantRV || r.Status.Phase != tc.wantRow {
-					t.Errorf("row for %s: source resourceVersion %q, phase %s; want %q, %s", c, r.Spec.Source.ResourceVersion, r.Status.Phase, tc.wantRV, tc.wantRow)
+				want := tc.wantRow
+				if slices.Contains(tc.pulled, c) {
+					want = courier.CopyPhasePending // no report from its agent
+				}
+				if r.Spec.Source.ResourceVersion != tc.wantRV || r.Status.Phase != want {
+					t.Errorf("row for %s: source resourceVersion %q, phase %s; want %q, %s", c, r.Spec.Source.ResourceVersion, r.Status.Phase, tc.wantRV, want)
 				}
 			}
 			if got := f.row("web.c1.configmap.settings"); got.ResourceVersion != settings.ResourceVersion {
