@@ -62,6 +62,7 @@ type agentFleet struct {
 	ws     string
 	agents []*simAgent
 	opens  chan struct{} // bounds concurrent watch opens
+	decode string        // how the agents decode their events (pullDecode)
 
 	readPayloads atomic.Bool
 	payloadReads atomic.Int64 // payload GETs made
@@ -69,6 +70,7 @@ type agentFleet struct {
 	watching     atomic.Int64
 	opened       atomic.Int64 // watches opened
 	openErrors   atomic.Int64 // watch opens refused or failed
+	lastOpenErr  atomic.Value // the last of them, a string
 	gone         atomic.Int64 // 410 answers (resume point no longer served)
 	payloadErrs  atomic.Int64
 
@@ -78,7 +80,7 @@ type agentFleet struct {
 }
 
 func newAgentFleet(fc versioned.Interface, ws string, n int, name func(int) string, copied string, concurrentOpens int) *agentFleet {
-	f := &agentFleet{fc: fc, ws: ws, opens: make(chan struct{}, concurrentOpens)}
+	f := &agentFleet{fc: fc, ws: ws, opens: make(chan struct{}, concurrentOpens), decode: pullDecode()}
 	for i := range n {
 		c := name(i + 1)
 		f.agents = append(f.agents, &simAgent{cluster: c, user: agentUser(c), copied: copied})
@@ -129,6 +131,7 @@ func (f *agentFleet) run(ctx context.Context, i int) {
 				return
 			}
 			f.openErrors.Add(1)
+			f.lastOpenErr.Store(err.Error())
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				f.gone.Add(1)
 				a.mu.Lock()
@@ -156,7 +159,7 @@ func (f *agentFleet) run(ctx context.Context, i int) {
 }
 
 // open starts a's watch: a resume from lastRV, or a watch-list.
-func (f *agentFleet) open(ctx context.Context, a *simAgent, resume bool) (watch.Interface, bool, error) {
+func (f *agentFleet) open(ctx context.Context, a *simAgent, resume bool) (watchStream, bool, error) {
 	a.mu.Lock()
 	rv, unavailable := a.lastRV, a.unavailable
 	a.mu.Unlock()
@@ -174,7 +177,7 @@ func (f *agentFleet) open(ctx context.Context, a *simAgent, resume bool) (watch.
 	}
 	f.opens <- struct{}{}
 	defer func() { <-f.opens }()
-	w, err := watchAs(ctx, f.fc, f.ws, a.user, opts)
+	w, err := openWatch(ctx, f.fc, f.ws, a.user, opts, f.decode)
 	if err == nil && list {
 		a.mu.Lock()
 		a.unavailable = false
@@ -192,23 +195,18 @@ func (f *agentFleet) markWatching(a *simAgent) {
 
 // consume reads w until it ends; it reports whether the watch ended as a
 // server closes a healthy watch (resume from lastRV) rather than with an
-// error event.
-func (f *agentFleet) consume(ctx context.Context, i int, w watch.Interface, list bool) bool {
-	defer w.Stop()
+// error event. As client-go's stream watcher does, a stream that breaks
+// off ends the watch as a close does.
+func (f *agentFleet) consume(ctx context.Context, i int, w watchStream, list bool) bool {
+	defer w.stop()
 	a := f.agents[i]
 	for {
-		var ev watch.Event
-		var ok bool
-		select {
-		case ev, ok = <-w.ResultChan():
-		case <-ctx.Done():
-			return false
+		typ, obj, err := w.next()
+		if err != nil {
+			return ctx.Err() == nil
 		}
-		if !ok {
-			return true
-		}
-		if ev.Type == watch.Error {
-			if st := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
+		if typ == watch.Error {
+			if st := apierrors.FromObject(obj); apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
 				f.gone.Add(1)
 				a.mu.Lock()
 				a.unavailable = true
@@ -216,20 +214,20 @@ func (f *agentFleet) consume(ctx context.Context, i int, w watch.Interface, list
 			}
 			return false
 		}
-		m, err := meta.Accessor(ev.Object)
+		m, err := meta.Accessor(obj)
 		if err != nil {
 			continue
 		}
 		a.mu.Lock()
 		a.lastRV = m.GetResourceVersion()
 		a.mu.Unlock()
-		if ev.Type == watch.Bookmark {
+		if typ == watch.Bookmark {
 			if list && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 				f.markWatching(a)
 			}
 			continue
 		}
-		if row, ok := ev.Object.(*courierv1alpha1.DownstreamCopy); ok && ev.Type != watch.Deleted {
+		if row, ok := obj.(*courierv1alpha1.DownstreamCopy); ok && typ != watch.Deleted {
 			f.row(ctx, i, row)
 		}
 	}

@@ -135,6 +135,7 @@ type restartStep struct {
 	allAfter       time.Duration // SIGTERM to every agent that lost its watch watching again
 	reconnecting   int           // agents whose watch ended in the step
 	cpu            time.Duration // the new process's CPU since its start, plus the other replicas' in the step
+	newCPU         time.Duration // of cpu, the new process's
 	payloadCounter float64       // payload GETs in the step, by Courier's counters
 	payloadAgents  int64         // by the agents' own count
 	openErrors     int64
@@ -183,7 +184,8 @@ func restartReplica(t *testing.T, ctx context.Context, s *replicaSet, k int, f *
 		}
 	}
 	st.allAfter = time.Unix(0, last).Sub(t0)
-	st.cpu = mustCPU(t, r.Pid()) + s.cpu(t, k) - oc0
+	st.newCPU = mustCPU(t, r.Pid())
+	st.cpu = st.newCPU + s.cpu(t, k) - oc0
 	st.openErrors, st.gone = f.openErrors.Load()-e0, f.gone.Load()-g0
 	time.Sleep(2 * time.Second) // payload reads of rows already received
 	st.payloadAgents = f.payloadReads.Load() - r0

@@ -29,7 +29,8 @@ import (
 // its own user through Courier's agent authorizer.
 type pullResult struct {
 	agents, replicas int
-	flowSchema       bool // artifacts/flowcontrol's FlowSchema was applied upstream
+	flowSchema       bool   // artifacts/flowcontrol's FlowSchema was applied upstream
+	decode           string // how the simulated agents decoded their events (pullDecode)
 
 	// first connect
 	connect          time.Duration // from the first watch opened to every agent watching
@@ -103,7 +104,7 @@ func testPull(t *testing.T) {
 	agentsRefused(t, ctx, fc, ws, name)
 	set.waitIdle(t)
 
-	res := pullResult{agents: n, replicas: len(set.rs), flowSchema: flowSchema}
+	res := pullResult{agents: n, replicas: len(set.rs), flowSchema: flowSchema, decode: pullDecode()}
 	// The agents start with their copies made from the source as it is:
 	// as after an earlier run, so connecting reads no payload.
 	f := newAgentFleet(fc, ws, n, name, srcRV, 64)
@@ -120,7 +121,7 @@ func testPull(t *testing.T) {
 	stopProfile := startCPUProfile(t, fmt.Sprintf("cpu-pull-%d-connect.pprof", n), profileSeconds(t))
 	wg = f.start(runCtx)
 	if !waitFor(10*time.Minute, func() bool { return f.allWatchingSince(t0) }) {
-		t.Fatalf("%d of %d agents watching after 10 minutes (%d watch opens failed)", f.watching.Load(), n, f.openErrors.Load())
+		t.Fatalf("%d of %d agents watching after 10 minutes (%d watch opens failed, the last with: %v)", f.watching.Load(), n, f.openErrors.Load(), f.lastOpenErr.Load())
 	}
 	res.connect, res.connectCPU, res.connectErrors = f.lastWatching().Sub(t0), set.cpu(t, -1)-c0, f.openErrors.Load()
 	stopProfile()
@@ -483,7 +484,8 @@ func printPull(w io.Writer, rows []pullResult) {
 		if p.flowSchema {
 			fs = "with artifacts/flowcontrol's FlowSchema upstream (status updates of group " + agentGroup + " exempt from queuing)"
 		}
-		fmt.Fprintf(w, "pull (issue 27): %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s); %s\n", n, p.replicas, fs)
+		fmt.Fprintf(w, "pull (issue 27): %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s); %s; agents decode their events %s\n",
+			n, p.replicas, fs, decodeDescription(p.decode))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "figure\ttarget\tmeasured\tverdict")
 		fmt.Fprintf(tw, "first connect: every agent watching (watch-list through the aggregator)\t-\t%.1f s, %d opens refused or failed\t-\n", p.connect.Seconds(), p.connectErrors)
@@ -532,8 +534,8 @@ func printPull(w io.Writer, rows []pullResult) {
 		}
 		tw.Flush()
 		for _, st := range p.steps {
-			fmt.Fprintf(w, "  restart of %s: old process gone %.1f s after SIGTERM (exited on its own: %t), new one ready %.1f s after; %d watch opens refused or failed meanwhile (%d of them 410)\n",
-				st.replica, st.stopTook.Seconds(), st.exitedOnItsOwn, st.readyAfter.Seconds(), st.openErrors, st.gone)
+			fmt.Fprintf(w, "  restart of %s: old process gone %.1f s after SIGTERM (exited on its own: %t), new one ready %.1f s after; %d watch opens refused or failed meanwhile (%d of them 410); Courier CPU in the step: new process %.1f s, other replicas %.1f s\n",
+				st.replica, st.stopTook.Seconds(), st.exitedOnItsOwn, st.readyAfter.Seconds(), st.openErrors, st.gone, st.newCPU.Seconds(), (st.cpu - st.newCPU).Seconds())
 		}
 		fmt.Fprintf(w, "  upstream writes in the window: %s (Courier's report writes %.0f; heartbeats ran %.0f s before it); payload probe: one agent's read raised Courier's counters by %.0f\n",
 			orNone(p.writesBy), p.reportWrites, p.warmup.Seconds(), p.probeReads)
