@@ -159,9 +159,12 @@ func (c *Controller) reported(r *courier.DownstreamCopy, user string) delivery {
 }
 
 // composeRow gives a computed row, whose status is its base, the status
-// compose makes of it with what its deliverer says.
-func (c *Controller) composeRow(r *courier.DownstreamCopy) {
-	r.Status = compose(r.Status, r.Spec.Cluster, c.delivery(r))
+// compose makes of it with what its deliverer says, and reports whether
+// its Cluster is pulled (its deliverer is an agent).
+func (c *Controller) composeRow(r *courier.DownstreamCopy) (pulled bool) {
+	d := c.delivery(r)
+	r.Status = compose(r.Status, r.Spec.Cluster, d)
+	return d.agent != nil
 }
 
 // pulledSince returns when the view first saw a pulled Cluster with this
