@@ -80,9 +80,14 @@ func bindAgents(t *testing.T, ctx context.Context, up kubernetes.Interface, ws s
 // watchAs opens a watch of ws's rows as user, impersonated by fc's
 // (the upstream admin's) client.
 func watchAs(ctx context.Context, fc versioned.Interface, ws, user string, opts metav1.ListOptions) (watch.Interface, error) {
+	return watchRequest(fc, ws, user, opts).Watch(ctx)
+}
+
+// watchRequest is the request of user's watch of ws's rows with opts.
+func watchRequest(fc versioned.Interface, ws, user string, opts metav1.ListOptions) *rest.Request {
 	opts.Watch = true
 	return asAgent(fc.CourierV1alpha1().RESTClient().Get(), user).
-		Namespace(ws).Resource("downstreamcopies").VersionedParams(&opts, scheme.ParameterCodec).Watch(ctx)
+		Namespace(ws).Resource("downstreamcopies").VersionedParams(&opts, scheme.ParameterCodec)
 }
 
 // agentsRefused checks that the watches are authorized as the agents,

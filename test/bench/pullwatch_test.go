@@ -12,7 +12,6 @@ import (
 
 	courierv1alpha1 "github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
-	"github.com/courier-dev/courier/pkg/generated/clientset/versioned/scheme"
 )
 
 // How the simulated agents decode their watch events. Every simulated
@@ -58,9 +57,7 @@ func openWatch(ctx context.Context, fc versioned.Interface, ws, user string, opt
 		}
 		return &clientGoStream{ctx: ctx, w: w}, nil
 	}
-	opts.Watch = true
-	body, err := asAgent(fc.CourierV1alpha1().RESTClient().Get(), user).
-		Namespace(ws).Resource("downstreamcopies").VersionedParams(&opts, scheme.ParameterCodec).Stream(ctx)
+	body, err := watchRequest(fc, ws, user, opts).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
