@@ -201,14 +201,22 @@ func waitField(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResou
 // fieldCopyRow returns a row read through the aggregator, or nil.
 func fieldCopyRow(t *testing.T, ns, name string) *courierv1.FieldCopy {
 	t.Helper()
-	r, err := upstreamClients(t).courier.CourierV1alpha1().FieldCopies(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	r, err := getFieldCopy(t, ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// getFieldCopy reads a row through the aggregator: nil when there is no
+// such row.
+func getFieldCopy(t *testing.T, ns, name string) (*courierv1.FieldCopy, error) {
+	t.Helper()
+	r, err := upstreamClients(t).courier.CourierV1alpha1().FieldCopies(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return r, err
 }
 
 // waitFieldCopy waits until row ns/name is in phase with a message holding
@@ -217,7 +225,16 @@ func waitFieldCopy(t *testing.T, ns, name, phase, msg string) *courierv1.FieldCo
 	t.Helper()
 	var r *courierv1.FieldCopy
 	eventually(t, fmt.Sprintf("fieldcopy %s/%s %q with %q", ns, name, phase, msg), func() (bool, string) {
-		r = fieldCopyRow(t, ns, name)
+		var err error
+		r, err = getFieldCopy(t, ns, name)
+		if apierrors.IsServiceUnavailable(err) {
+			// The aggregator answers 503 while it has no ready endpoint
+			// for Courier (just after a test restarted it): wait on.
+			return false, err.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		if r == nil {
 			return phase == "", "no such row; rows:\n" + fieldCopyMessages(t, ns)
 		}
