@@ -162,6 +162,22 @@ func saveHeapProfile(t *testing.T, name string) {
 	}
 }
 
+// saveHeapProfiles writes each replica's heap profile, to
+// <prefix>-<replica>.pprof: the Service spreads the agents' watches by
+// connection, so the first replica may hold none of them.
+func (s *replicaSet) saveHeapProfiles(t *testing.T, prefix string) {
+	dir := profileDir()
+	if dir == "" {
+		return
+	}
+	for _, c := range s.rs {
+		file := filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", prefix, c.Name()))
+		if err := saveProfileFrom(c.Config, "/debug/pprof/heap", file, time.Minute); err != nil {
+			t.Logf("heap profile %s: %v", file, err)
+		}
+	}
+}
+
 func saveProfile(path, file string, timeout time.Duration) error {
 	return saveProfileFrom(courier.Config, path, file, timeout)
 }

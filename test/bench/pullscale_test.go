@@ -127,7 +127,7 @@ func testPull(t *testing.T) {
 	stopProfile()
 	set.waitIdle(t)
 	res.rssWatching, res.rssWatchingTotal = set.rss(t, ctx, true)
-	saveHeapProfile(t, fmt.Sprintf("heap-pull-%d.pprof", n))
+	set.saveHeapProfiles(t, fmt.Sprintf("heap-pull-%d", n))
 	res.runtimeNote = set.runtimeNote(ctx)
 
 	pullChange(t, ctx, up, set, f, ws, &res)

@@ -59,6 +59,19 @@ func init() {
 	// gate's version is Courier's own, at which the feature does not exist.
 	utilruntime.Must(utilfeature.DefaultMutableFeatureGate.OverrideDefaultAtVersion(features.WatchListCompression, false,
 		version.MustParse(baseversion.DefaultKubeBinaryVersion)))
+	// On unless --feature-gates=APIServingWithRoutine=false, or an audit
+	// policy is set (see servingWithRoutine). A watch's goroutine is
+	// parked, for the watch's whole life, under every filter of the
+	// generic server's chain: 15 KiB of frames, so its stack is 32 KiB,
+	// the largest part of what each of 10,000 agents' watches costs
+	// (docs/benchmarks.md). With the gate, the filters run in a goroutine
+	// of their own that ends once the watch is set up, and the watch is
+	// served from the request's goroutine at a few KiB: 16 KiB of stack
+	// per watch. Kubernetes keeps the gate off by default because of what
+	// it changes in logs and audit records of watches (kubernetes#125614,
+	// #126466), not because of how watches are served.
+	utilruntime.Must(utilfeature.DefaultMutableFeatureGate.OverrideDefaultAtVersion(features.APIServingWithRoutine, true,
+		version.MustParse(baseversion.DefaultKubeBinaryVersion)))
 }
 
 // Options are everything Courier's command line sets.
@@ -157,7 +170,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
 	fss.FlagSet("generic").DurationVar(&o.ShutdownWatchTerminationGracePeriod, "shutdown-watch-termination-grace-period", o.ShutdownWatchTerminationGracePeriod,
-		"On SIGTERM, every watch this server serves is ended (clients such as courier-agents and kubectl wait reconnect, through the Service, to another replica), and the server waits at most this long for them to drain before it stops. Zero leaves watches open until the shutdown timeout (60s), which holds a rolling update back.")
+		"On SIGTERM, every watch this server serves is ended (clients such as courier-agents and kubectl wait reconnect, through the Service, to another replica). With --feature-gates=APIServingWithRoutine=false (or an audit policy) the server also waits at most this long for them to drain before it stops; with the gate on, Courier's default, a watch is no longer counted once it is set up, and nothing is waited for. Zero leaves watches open until the shutdown timeout (60s), which holds a rolling update back.")
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
 	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
@@ -202,7 +215,26 @@ func newComponentGlobalsRegistry() basecompatibility.ComponentGlobalsRegistry {
 
 // Complete fills in what depends on parsed flags.
 func (o *Options) Complete() error {
-	return o.ComponentGlobalsRegistry.Set()
+	if err := o.ComponentGlobalsRegistry.Set(); err != nil {
+		return err
+	}
+	return o.servingWithRoutine()
+}
+
+// servingWithRoutine turns APIServingWithRoutine off when an audit policy
+// is set and --feature-gates does not name the gate: with the gate, the
+// audit filter sees a watch's handler return once the watch is set up,
+// and records the watch as ended then, with a made-up status
+// (kubernetes#126466). An operator who audits gets correct records and
+// pays the 16 KiB more per watch; one who names the gate gets what they
+// named.
+func (o *Options) servingWithRoutine() error {
+	gate := utilfeature.DefaultMutableFeatureGate
+	if o.RecommendedOptions.Audit == nil || o.RecommendedOptions.Audit.PolicyFile == "" ||
+		gate.ExplicitlySet(features.APIServingWithRoutine) || !gate.Enabled(features.APIServingWithRoutine) {
+		return nil
+	}
+	return gate.SetFromMap(map[string]bool{string(features.APIServingWithRoutine): false})
 }
 
 // Validate reports every problem with the options at once.

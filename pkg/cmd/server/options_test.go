@@ -91,3 +91,40 @@ func TestWatchListCompressionOffByDefault(t *testing.T) {
 		t.Error("APIResponseCompression is off: lists lost their compression too")
 	}
 }
+
+// TestServingWithRoutine: a watch is served from a shallow goroutine by
+// default (init in options.go says why), but not under an audit policy
+// unless the operator names the gate, and never against what they named.
+func TestServingWithRoutine(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{name: "default", want: true},
+		{name: "audit policy", args: []string{"--audit-policy-file=/etc/courier/audit.yaml"}, want: false},
+		{name: "audit policy, gate named on", args: []string{"--audit-policy-file=/etc/courier/audit.yaml", "--feature-gates=APIServingWithRoutine=true"}, want: true},
+		{name: "gate named off", args: []string{"--feature-gates=APIServingWithRoutine=false"}, want: false},
+		{name: "audit log without a policy", args: []string{"--audit-log-path=/var/log/courier-audit.log"}, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() {
+				if err := utilfeature.DefaultMutableFeatureGate.ResetFeatureValueToDefault(features.APIServingWithRoutine); err != nil {
+					t.Error(err)
+				}
+			})
+			o := NewOptions(io.Discard, io.Discard)
+			cmd := NewCommand(context.Background(), o)
+			if err := cmd.Flags().Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			if got := utilfeature.DefaultFeatureGate.Enabled(features.APIServingWithRoutine); got != tc.want {
+				t.Errorf("APIServingWithRoutine = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
