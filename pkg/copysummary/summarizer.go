@@ -128,7 +128,9 @@ func (s *Summarizer) watch(ctx context.Context, rv string) (watch.Interface, err
 		yes := true
 		opts.SendInitialEvents, opts.AllowWatchBookmarks = &yes, true
 	}
-	return s.rows.Watch(ctx, "", nil, opts, func() *courier.DownstreamCopy { return &courier.DownstreamCopy{} })
+	// Shared: apply only reads each row (RowOf), so it takes the stored
+	// rows rather than a deep copy of every row change.
+	return s.rows.WatchShared(ctx, "", nil, opts, func() *courier.DownstreamCopy { return &courier.DownstreamCopy{} })
 }
 
 // follow applies w's events and flushes dirty owners until w ends or ctx is

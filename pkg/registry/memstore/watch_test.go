@@ -403,3 +403,35 @@ func TestConcurrentWatchersSeeConsistentState(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchSharedEventsPointAtTheStore: a shared watcher is handed the
+// stored objects themselves, beside a watcher that gets copies; a Deleted
+// event, whose resource version is the deletion's, is a copy either way.
+func TestWatchSharedEventsPointAtTheStore(t *testing.T) {
+	s, _ := newTestStore()
+	shared, err := s.WatchShared(context.Background(), "", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Stop()
+	copied := mustWatch(t, s, "", nil, nil)
+	s.Replace([]*dcp{obj("ns", "a", "Synced")})
+	stored, _ := s.Peek("ns", "a")
+	if e := <-shared.ResultChan(); e.Type != watch.Added || e.Object != stored {
+		t.Errorf("shared watcher: %s of %p, want Added of the stored object %p", e.Type, e.Object, stored)
+	}
+	if e := <-copied.ResultChan(); e.Object == stored {
+		t.Error("a watcher that was not shared got the stored object")
+	}
+	s.Delete(Key{Namespace: "ns", Name: "a"})
+	e := <-shared.ResultChan()
+	if e.Type != watch.Deleted || e.Object == stored {
+		t.Fatalf("shared watcher: %s of %p, want Deleted of a copy of %p", e.Type, e.Object, stored)
+	}
+	if got, want := e.Object.(*dcp).ResourceVersion, rv(2); got != want {
+		t.Errorf("Deleted event at resource version %s, want the deletion's %s", got, want)
+	}
+	if stored.ResourceVersion != rv(1) {
+		t.Errorf("the stored object's resource version changed to %s", stored.ResourceVersion)
+	}
+}

@@ -20,9 +20,16 @@ type pendingEvent[T Object] struct {
 	own runtime.Object
 }
 
-func (p pendingEvent[T]) event() watch.Event {
+// event is p as its watcher receives it: a deep copy of the stored
+// object, or, for a shared watcher (WatchShared), the stored object itself
+// unless the event's resource version is not the object's (a Deleted
+// event).
+func (p pendingEvent[T]) event(shared bool) watch.Event {
 	if p.own != nil {
 		return watch.Event{Type: p.typ, Object: p.own}
+	}
+	if shared && p.deletedRV == 0 {
+		return watch.Event{Type: p.typ, Object: p.obj}
 	}
 	c := p.obj.DeepCopyObject().(T)
 	if p.deletedRV != 0 {
@@ -47,7 +54,10 @@ type watcher[T Object] struct {
 	namespace string
 	// index, when set, is the index value the watcher is filed under.
 	index *string
-	match func(T) bool
+	// shared: the watcher's events point at the stored objects
+	// (WatchShared).
+	shared bool
+	match  func(T) bool
 	// initial is the number of initial events, which do not count against
 	// the store's watch limit.
 	initial int
@@ -99,7 +109,7 @@ func (w *watcher[T]) Stop() {
 // put queues p during Watch, before anyone else can see w.
 func (w *watcher[T]) put(p pendingEvent[T]) {
 	if w.head == len(w.queue) && len(w.result) < cap(w.result) {
-		w.result <- p.event()
+		w.result <- p.event(w.shared)
 		return
 	}
 	w.queue = append(w.queue, p)
@@ -117,7 +127,7 @@ func (w *watcher[T]) offer(p pendingEvent[T], limit int) bool {
 	if waiting == 0 && len(w.result) < cap(w.result) {
 		// run is not sending (it sends only while the queue is not
 		// empty), so this does not block.
-		w.result <- p.event()
+		w.result <- p.event(w.shared)
 		return true
 	}
 	if len(w.result)+waiting >= w.initial+limit {
@@ -164,7 +174,7 @@ func (w *watcher[T]) run() {
 		p := w.queue[w.head]
 		w.mu.Unlock()
 		select {
-		case w.result <- p.event():
+		case w.result <- p.event(w.shared):
 		case <-w.done:
 			continue
 		}
