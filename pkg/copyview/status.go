@@ -207,7 +207,9 @@ func (a *agentState) awaited() string {
 		return fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report: nothing since %s, when the Cluster was seen pulled; Unreachable after %s without a report",
 			a.user, a.cluster, a.since.UTC().Format(time.RFC3339), agentreport.MissedIntervals*agentreport.DefaultInterval)
 	}
-	return fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report", a.user, a.cluster)
+	// Concatenated, not formatted: every pulled row of a changed source
+	// shows it on every replica until its agent reports.
+	return "waiting for the courier-agent " + a.user + " of Cluster " + a.cluster.String() + " to report"
 }
 
 // unreachable is the message of a row whose agent is overdue.
