@@ -113,7 +113,7 @@ func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, s
 	c.mu.Lock()
 	c.stampLocked(rows)
 	c.mu.Unlock()
-	c.store.Upsert(rows...)
+	c.store.UpsertOwned(rows...) // each a shallow copy of a stored row
 	return true
 }
 

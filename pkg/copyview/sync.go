@@ -114,14 +114,15 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	c.mu.Lock()
 	c.stampLocked(rows)
 	c.mu.Unlock()
-	c.store.Upsert(rows...)
+	c.store.UpsertOwned(rows...) // restatedRow's: the store keeps them as they are
 }
 
 // restatedRow returns a new row for the delivered row stored under key:
 // the stored one's metadata and spec (shared with the store, and so never
 // to be changed in place), a status of its own from baseStatus. ok is
 // false when no such row is stored, or it is not delivered (a Denied
-// row's status is the view's own). The store copies what Upsert keeps.
+// row's status is the view's own). UpsertOwned keeps it as it is: its
+// caller must not change it after.
 func (c *Controller) restatedRow(key string) (*courier.DownstreamCopy, bool) {
 	ns, name := copycontract.SplitKey(key)
 	stored, ok := c.store.Peek(ns, name)

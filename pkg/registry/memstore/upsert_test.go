@@ -219,3 +219,45 @@ func BenchmarkReplace10000(b *testing.B) {
 		s.Replace(in)
 	}
 }
+
+// TestUpsertOwnedKeepsTheObject: UpsertOwned stores the object it is
+// handed, server fields set, where Upsert stores a copy; both leave the
+// store as it was for an equal object.
+func TestUpsertOwnedKeepsTheObject(t *testing.T) {
+	s, _ := newTestStore()
+	s.Replace([]*dcp{obj("ns", "a", "Pending")})
+	held, _ := s.Peek("ns", "a")
+
+	copied := obj("ns", "a", "Synced")
+	if n := s.Upsert(copied); n != 1 {
+		t.Fatalf("Upsert changed %d objects, want 1", n)
+	}
+	if got, _ := s.Peek("ns", "a"); got == copied {
+		t.Error("Upsert stored the object it was handed")
+	}
+
+	owned := *held // a shallow copy of a stored object, as the view makes
+	owned.Status = courier.DownstreamCopyStatus{Phase: "Failed"}
+	if n := s.UpsertOwned(&owned); n != 1 {
+		t.Fatalf("UpsertOwned changed %d objects, want 1", n)
+	}
+	got, _ := s.Peek("ns", "a")
+	if got != &owned {
+		t.Fatal("UpsertOwned stored a copy")
+	}
+	if got.ResourceVersion != rv(3) || got.UID != held.UID || !got.CreationTimestamp.Equal(&held.CreationTimestamp) {
+		t.Errorf("stored resourceVersion %s, uid %s, created %s; want %s, %s, %s",
+			got.ResourceVersion, got.UID, got.CreationTimestamp, rv(3), held.UID, held.CreationTimestamp)
+	}
+	if held.ResourceVersion != rv(1) || held.Status.Phase != "Pending" {
+		t.Errorf("the object stored before changed: resourceVersion %s, phase %s", held.ResourceVersion, held.Status.Phase)
+	}
+
+	same := owned
+	if n := s.UpsertOwned(&same); n != 0 {
+		t.Errorf("UpsertOwned of an equal object changed %d", n)
+	}
+	if got, _ := s.Peek("ns", "a"); got != &owned {
+		t.Error("an equal object replaced the stored one")
+	}
+}
