@@ -167,7 +167,7 @@ func newInformers(config *rest.Config) (*views, error) {
 		metadataInformers: metadatainformer.NewSharedInformerFactory(metaClient, informerResync),
 		relay:             &copyview.Relay{},
 		events:            record.NewBroadcaster(),
-		downstreamCopies:  memstore.New[*courier.DownstreamCopy](downstreamcopy.WatchIndex()),
+		downstreamCopies:  memstore.New[*courier.DownstreamCopy](downstreamcopy.WatchIndex(), downstreamcopy.EventCopy()),
 		fieldCopies:       memstore.New[*courier.FieldCopy](),
 		upstream:          kube,
 	}, nil

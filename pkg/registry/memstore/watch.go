@@ -33,7 +33,8 @@ import (
 //
 // An object that starts to match is sent as Added, one that stops matching
 // as Deleted (its last matching state with the resource version of the
-// change), as the watch cache does. Every event holds a deep copy of its own.
+// change), as the watch cache does. Every event holds a copy of its own: a deep
+// copy, or what the store's WithEventCopy makes.
 //
 // Writers never wait for a watcher. Events go straight into the result
 // channel while it has room (so they can be read as soon as the write

@@ -435,3 +435,32 @@ func TestWatchSharedEventsPointAtTheStore(t *testing.T) {
 		t.Errorf("the stored object's resource version changed to %s", stored.ResourceVersion)
 	}
 }
+
+// TestWithEventCopy: watchers' events hold what the store's event copy
+// makes, a Deleted one with the deletion's resource version, and the
+// stored objects stay as they were.
+func TestWithEventCopy(t *testing.T) {
+	copies := 0
+	s, _ := newTestStore(WithEventCopy(func(o *dcp) *dcp {
+		copies++
+		c := *o
+		return &c
+	}))
+	w := mustWatch(t, s, "", nil, nil)
+	s.Replace([]*dcp{obj("ns", "a", "Synced", func(o *dcp) { o.Labels = map[string]string{"k": "v"} })})
+	stored, _ := s.Peek("ns", "a")
+	e := <-w.ResultChan()
+	got := e.Object.(*dcp)
+	if got == stored || copies != 1 {
+		t.Fatalf("event object %p (stored %p), %d copies made; want the event copy", got, stored, copies)
+	}
+	got.Labels["k"] = "shared" // the shallow copy shares the map: it is what this copy does
+	if stored.Labels["k"] != "shared" {
+		t.Fatal("the event does not hold the store's event copy")
+	}
+	s.Delete(Key{Namespace: "ns", Name: "a"})
+	e = <-w.ResultChan()
+	if e.Type != watch.Deleted || e.Object.(*dcp).ResourceVersion != rv(2) || stored.ResourceVersion != rv(1) {
+		t.Errorf("Deleted event at %s, stored object at %s; want %s and %s", e.Object.(*dcp).ResourceVersion, stored.ResourceVersion, rv(2), rv(1))
+	}
+}

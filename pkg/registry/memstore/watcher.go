@@ -20,18 +20,23 @@ type pendingEvent[T Object] struct {
 	own runtime.Object
 }
 
-// event is p as its watcher receives it: a deep copy of the stored
-// object, or, for a shared watcher (WatchShared), the stored object itself
-// unless the event's resource version is not the object's (a Deleted
-// event).
-func (p pendingEvent[T]) event(shared bool) watch.Event {
+// eventOf is p as w receives it: a copy of the stored object (a deep copy,
+// or the store's WithEventCopy), or, for a shared watcher (WatchShared),
+// the stored object itself unless the event's resource version is not the
+// object's (a Deleted event).
+func (w *watcher[T]) eventOf(p pendingEvent[T]) watch.Event {
 	if p.own != nil {
 		return watch.Event{Type: p.typ, Object: p.own}
 	}
-	if shared && p.deletedRV == 0 {
+	if w.shared && p.deletedRV == 0 {
 		return watch.Event{Type: p.typ, Object: p.obj}
 	}
-	c := p.obj.DeepCopyObject().(T)
+	var c T
+	if w.store.eventCopy != nil {
+		c = w.store.eventCopy(p.obj).(T)
+	} else {
+		c = p.obj.DeepCopyObject().(T)
+	}
 	if p.deletedRV != 0 {
 		c.SetResourceVersion(formatRV(p.deletedRV))
 	}
@@ -109,7 +114,7 @@ func (w *watcher[T]) Stop() {
 // put queues p during Watch, before anyone else can see w.
 func (w *watcher[T]) put(p pendingEvent[T]) {
 	if w.head == len(w.queue) && len(w.result) < cap(w.result) {
-		w.result <- p.event(w.shared)
+		w.result <- w.eventOf(p)
 		return
 	}
 	w.queue = append(w.queue, p)
@@ -127,7 +132,7 @@ func (w *watcher[T]) offer(p pendingEvent[T], limit int) bool {
 	if waiting == 0 && len(w.result) < cap(w.result) {
 		// run is not sending (it sends only while the queue is not
 		// empty), so this does not block.
-		w.result <- p.event(w.shared)
+		w.result <- w.eventOf(p)
 		return true
 	}
 	if len(w.result)+waiting >= w.initial+limit {
@@ -174,7 +179,7 @@ func (w *watcher[T]) run() {
 		p := w.queue[w.head]
 		w.mu.Unlock()
 		select {
-		case w.result <- p.event(w.shared):
+		case w.result <- w.eventOf(p):
 		case <-w.done:
 			continue
 		}

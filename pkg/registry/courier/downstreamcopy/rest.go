@@ -86,3 +86,14 @@ func selectableFields(o *courier.DownstreamCopy) fields.Set {
 func WatchIndex() memstore.Option {
 	return memstore.WithWatchIndex("spec.cluster", func(o *courier.DownstreamCopy) string { return o.Spec.Cluster })
 }
+
+// EventCopy is the rows store's event copy (memstore.WithEventCopy): a
+// shallow copy. The rows' watchers are the generic server's, which reads
+// a row to encode it and sets only its kind; the in-process summarizer
+// takes the stored rows themselves (WatchShared).
+func EventCopy() memstore.Option {
+	return memstore.WithEventCopy(func(o *courier.DownstreamCopy) *courier.DownstreamCopy {
+		c := *o
+		return &c
+	})
+}
