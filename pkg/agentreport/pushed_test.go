@@ -1,11 +1,13 @@
 package agentreport
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
@@ -35,6 +37,10 @@ func TestPublishWritesOnChangeOnly(t *testing.T) {
 	if n := f.writes.Load(); n != 1 {
 		t.Fatalf("%d writes for the first publish, want 1", n)
 	}
+	// The first write's queue goes once its writer is done, which can be
+	// after the informer shows the object: wait for it, or the check
+	// below would see the first write's queue.
+	f.waitQueueGone()
 
 	// The same statuses again (a resync, a new holder's first pass, an
 	// hour later): no write, and not even a batch queued.
@@ -96,5 +102,19 @@ func TestEntryOfCutsLongMessages(t *testing.T) {
 	e := EntryOf(copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: string(long)})
 	if len(e.Message) > MaxMessageBytes || e.Phase != courier.CopyPhaseForbidden {
 		t.Errorf("message of %d bytes, phase %s", len(e.Message), e.Phase)
+	}
+}
+
+// waitQueueGone waits until edge1 has no write queue: its writer has
+// finished.
+func (f *fixture) waitQueueGone() {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		f.store.wmu.Lock()
+		defer f.store.wmu.Unlock()
+		return f.store.queues[edge1] == nil, nil
+	})
+	if err != nil {
+		f.t.Fatal("edge1's write queue is still there after 10s")
 	}
 }
