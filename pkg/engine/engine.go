@@ -186,6 +186,8 @@ type Engine struct {
 	// (publishqueue.go).
 	toPublish *publishQueue
 	passes    passCounter
+	// writers run the writes of a group that are made at once (writes.go).
+	writers *writerPool
 }
 
 // New returns an engine; Run starts it.
@@ -233,6 +235,7 @@ func New(cfg Config) *Engine {
 		desired:  newDesiredSet(),
 		statuses: newStatusRecord(),
 		scopes:   newPassScopes(),
+		writers:  newWriterPool(),
 		clients:  newClientRecord(),
 		taken:    newTakenNames(),
 		gate:     newDeliveryGate(),

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // DefaultGroupWriters is how many copies of one group are written at once
@@ -56,7 +58,7 @@ func (e *Engine) writeGroup(n int, namespaces map[string]bool, plans []plan, gro
 			together = append(together, i)
 		}
 	}
-	if err := writeAtOnce(together, e.cfg.GroupWriters, write); err != nil {
+	if err := writeAtOnce(e.writers, together, e.cfg.GroupWriters, write); err != nil {
 		return err
 	}
 	for _, i := range alone {
@@ -67,9 +69,9 @@ func (e *Engine) writeGroup(n int, namespaces map[string]bool, plans []plan, gro
 	return nil
 }
 
-// writeAtOnce runs write for each index, writers at a time, and stops
-// starting new ones after a fatal outcome.
-func writeAtOnce(idx []int, writers int, write func(i int) outcome) error {
+// writeAtOnce runs write for each index, writers at a time, on goroutines
+// of pool, and stops starting new ones after a fatal outcome.
+func writeAtOnce(pool *writerPool, idx []int, writers int, write func(i int) outcome) error {
 	if len(idx) == 1 || writers <= 1 {
 		// One at a time: on the worker's own goroutine, whose stack has
 		// grown already (after one change of one source, most passes
@@ -97,7 +99,7 @@ func writeAtOnce(idx []int, writers int, write func(i int) outcome) error {
 			break
 		}
 		wg.Add(1)
-		go func() {
+		pool.run(func() {
 			defer func() { <-slots; wg.Done() }()
 			if o := write(i); o.fatal != nil {
 				mu.Lock()
@@ -106,8 +108,57 @@ func writeAtOnce(idx []int, writers int, write func(i int) outcome) error {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return fatal
+}
+
+// writerIdle is how long a writer goroutine waits for its next write
+// before it ends.
+const writerIdle = 30 * time.Second
+
+// A writerPool runs writes on goroutines that outlive one group. A write
+// goes down client-go's request path, HTTP/2 and TLS, and its goroutine's
+// stack grows to fit; a new goroutine for every write grew a new stack
+// every time: runtime.newstack and copystack were 6 % of the replica's CPU
+// in a change of every source at N=1,000 (docs/benchmarks.md). A goroutine
+// whose write ended takes the next one handed to the pool, and ends after
+// writerIdle without one, so an idle engine holds none.
+type writerPool struct {
+	tasks chan func() // unbuffered: a send succeeds only to a waiting writer
+	// started counts the goroutines started and waiting those waiting for
+	// a write, for tests.
+	started, waiting atomic.Int64
+}
+
+func newWriterPool() *writerPool { return &writerPool{tasks: make(chan func())} }
+
+// run runs f on a waiting writer, or on a new one when none waits.
+func (p *writerPool) run(f func()) {
+	select {
+	case p.tasks <- f:
+	default:
+		p.started.Add(1)
+		go p.loop(f)
+	}
+}
+
+// loop runs f, then every write handed to it, until it waited writerIdle
+// for one.
+func (p *writerPool) loop(f func()) {
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(writerIdle)
+		p.waiting.Add(1)
+		select {
+		case f = <-p.tasks:
+			p.waiting.Add(-1)
+		case <-idle.C:
+			p.waiting.Add(-1)
+			return
+		}
+	}
 }

@@ -124,7 +124,7 @@ func TestWriteAtOnceOneAtATime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []int // one at a time: no lock
-			err := writeAtOnce(tc.idx, tc.writers, func(i int) outcome {
+			err := writeAtOnce(newWriterPool(), tc.idx, tc.writers, func(i int) outcome {
 				got = append(got, i)
 				if i == tc.fatalAt {
 					return outcome{fatal: unreachable}
@@ -138,5 +138,53 @@ func TestWriteAtOnceOneAtATime(t *testing.T) {
 				t.Errorf("written %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The goroutines that wrote one group write the next: none is started for
+// it once they wait.
+func TestWriterPoolReusesItsGoroutines(t *testing.T) {
+	pool := newWriterPool()
+	const writers = 4
+	var ran atomic.Int32
+	group := func() {
+		t.Helper()
+		arrived := make(chan struct{}, writers)
+		release := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- writeAtOnce(pool, []int{0, 1, 2, 3}, writers, func(int) outcome {
+				ran.Add(1)
+				arrived <- struct{}{}
+				<-release // all four in flight at once
+				return outcome{}
+			})
+		}()
+		for range writers {
+			<-arrived
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	group()
+	// Positive control: four writes in flight at once took four goroutines.
+	if got := pool.started.Load(); got != writers {
+		t.Fatalf("%d goroutines started for %d writes in flight at once, want %d", got, writers, writers)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for pool.waiting.Load() < writers {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writers wait for the next write, want %d", pool.waiting.Load(), writers)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	group()
+	if got := pool.started.Load(); got != writers {
+		t.Errorf("%d goroutines started after a second group, want the first %d again", got, writers)
+	}
+	if got := ran.Load(); got != 2*writers {
+		t.Errorf("%d writes ran, want %d", got, 2*writers)
 	}
 }
