@@ -39,10 +39,13 @@ type ExtraConfig struct {
 // SummaryConfig is what downstreamcopysummaries are served from (DESIGN
 // §4a): the store pkg/copysummary fills from the rows, and the upstream
 // reader of the sources' current resourceVersions that reads by name are
-// floored with.
+// floored with, and what brings the store up to the rows before a read.
 type SummaryConfig struct {
 	Store   *memstore.Store[*courier.DownstreamCopySummary]
 	Sources downstreamcopysummary.SourceVersions
+	// Syncer is the summarizer that fills Store; nil serves Store as it
+	// is.
+	Syncer downstreamcopysummary.Syncer
 }
 
 // PayloadConfig is what the pull-delivery subresources need (DESIGN §9):
@@ -121,7 +124,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID, p.Exports),
 		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
-		"downstreamcopysummaries":  downstreamcopysummary.NewREST(c.ExtraConfig.Summaries.Store, c.ExtraConfig.Summaries.Sources),
+		"downstreamcopysummaries":  downstreamcopysummary.NewREST(c.ExtraConfig.Summaries.Store, c.ExtraConfig.Summaries.Sources, c.ExtraConfig.Summaries.Syncer),
 	}
 	if err := generic.InstallAPIGroup(&info); err != nil {
 		return nil, fmt.Errorf("installing %s: %w", courier.GroupName, err)

@@ -38,6 +38,11 @@ const retryDelay = time.Second
 // 1 + ceil(D/window) summary events, whatever the number of rows (the
 // store sends no event for a recomputed summary that did not change).
 //
+// Summaries nobody here reads cost little: while the summary store has no
+// watcher, dirty owners are recomputed at most once per idle window
+// (Options.IdleWindow), and every read -- get, list, or the start of a
+// watch -- first calls Sync, which recomputes them at once (demand.go).
+//
 // Nothing flushes until the initial events of a watch have all arrived, so a
 // summary never shows part of a relist; nor, once a flush falls due, until
 // the events seen reach the row store's version at that moment, and then
@@ -48,11 +53,16 @@ const retryDelay = time.Second
 // when the store's history no longer reaches back to it, the Summarizer
 // lists again and forgets the rows the new list lacks.
 type Summarizer struct {
-	rows   *memstore.Store[*courier.DownstreamCopy]
-	out    *memstore.Store[*courier.DownstreamCopySummary]
-	window time.Duration
-	now    func() time.Time
-	synced atomic.Bool
+	rows       *memstore.Store[*courier.DownstreamCopy]
+	out        *memstore.Store[*courier.DownstreamCopySummary]
+	window     time.Duration
+	idleWindow time.Duration
+	watched    func() bool
+	now        func() time.Time
+	synced     atomic.Bool
+	// syncs carries Sync's requests to the loop: each is closed once the
+	// summaries reflect every row change made before it was sent.
+	syncs chan chan struct{}
 
 	// What the loop alone touches.
 	owners    map[memstore.Key]*ownerRows   // summary key → its rows
@@ -60,15 +70,23 @@ type Summarizer struct {
 	dirty     map[memstore.Key]struct{}
 	ready     map[memstore.Key]metav1.Condition // the Ready condition last written
 	lastFlush time.Time
+	waiters   []chan struct{} // Sync requests the next flush answers
 	// recomputed counts the owners recomputed, relists the watch-lists
-	// after the first, for tests.
-	recomputed, relists atomic.Int64
+	// after the first, deferred the times dirty owners were left for the
+	// idle window, for tests.
+	recomputed, relists, deferred atomic.Int64
 }
 
 // Options configure a Summarizer.
 type Options struct {
 	// Window is the coalescing window; DefaultWindow when zero.
 	Window time.Duration
+	// IdleWindow is the coalescing window while nobody watches the
+	// summaries; DefaultIdleWindow when zero, never shorter than Window.
+	IdleWindow time.Duration
+	// Watched says whether someone watches the summaries; by default,
+	// whether the summary store has a watcher.
+	Watched func() bool
 	// Now is the clock of the conditions' lastTransitionTime; time.Now when nil.
 	Now func() time.Time
 }
@@ -79,11 +97,18 @@ func New(rows *memstore.Store[*courier.DownstreamCopy], out *memstore.Store[*cou
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
 	}
+	if o.IdleWindow <= 0 {
+		o.IdleWindow = DefaultIdleWindow
+	}
+	if o.Watched == nil {
+		o.Watched = func() bool { return out.Watchers() > 0 }
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return &Summarizer{
-		rows: rows, out: out, window: o.Window, now: o.Now,
+		rows: rows, out: out, window: o.Window, idleWindow: max(o.IdleWindow, o.Window), watched: o.Watched, now: o.Now,
+		syncs:    make(chan chan struct{}),
 		owners:   map[memstore.Key]*ownerRows{},
 		rowOwner: map[memstore.Key]memstore.Key{},
 		dirty:    map[memstore.Key]struct{}{},
@@ -151,7 +176,10 @@ func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) s
 	// from part of one change of several rows. The target does not move,
 	// so a stream of later writes cannot hold the flush back.
 	var target uint64
-	due := false
+	due := len(s.waiters) > 0 // Sync requests a watch that ended left
+	if due {
+		target = s.rows.ResourceVersion()
+	}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -171,14 +199,24 @@ func (s *Summarizer) follow(ctx context.Context, w watch.Interface, rv string) s
 			}
 			rv = s.apply(ev, rv, &seen)
 		case <-fire:
-			fire, due, target = nil, true, s.rows.ResourceVersion()
+			fire = nil
+			if s.delay(time.Now()) == 0 {
+				due, target = true, s.rows.ResourceVersion()
+			} else {
+				s.deferred.Add(1)
+			}
+		case req := <-s.syncs:
+			// Every row change made before the request counts: the
+			// target moves up to the store's version now.
+			s.waiters = append(s.waiters, req)
+			due, target = true, s.rows.ResourceVersion()
 		}
-		if due && reached(rv, target) {
+		if due && seen == nil && reached(rv, target) {
 			s.flush()
 			due = false
 		}
 		if fire == nil && !due && seen == nil && len(s.dirty) > 0 {
-			timer = time.NewTimer(max(0, s.lastFlush.Add(s.window).Sub(time.Now())))
+			timer = time.NewTimer(s.delay(time.Now()))
 			fire = timer.C
 		}
 	}
@@ -334,6 +372,10 @@ func (s *Summarizer) flush() {
 	s.out.Upsert(upserts...)
 	s.out.Delete(deletes...)
 	s.lastFlush = time.Now()
+	for _, w := range s.waiters {
+		close(w)
+	}
+	s.waiters = nil
 }
 
 // stampTransition keeps the previous lastTransitionTime of a condition

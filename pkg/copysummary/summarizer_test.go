@@ -28,11 +28,18 @@ func dcRow(owner courier.CopyOwner, cluster, srcRV string, phase courier.CopyPha
 	}
 }
 
-// start runs a Summarizer over rows until the test ends.
+// start runs a Summarizer over rows until the test ends, as if someone
+// watched its summaries (demand_test.go has the tests of nobody watching).
 func start(t *testing.T, rows *memstore.Store[*courier.DownstreamCopy], window time.Duration) (*Summarizer, *memstore.Store[*courier.DownstreamCopySummary]) {
 	t.Helper()
+	return run(t, rows, Options{Window: window, Watched: func() bool { return true }})
+}
+
+// run runs a Summarizer over rows with o until the test ends.
+func run(t *testing.T, rows *memstore.Store[*courier.DownstreamCopy], o Options) (*Summarizer, *memstore.Store[*courier.DownstreamCopySummary]) {
+	t.Helper()
 	out := memstore.New[*courier.DownstreamCopySummary]()
-	s := New(rows, out, Options{Window: window})
+	s := New(rows, out, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()

@@ -190,7 +190,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	courier.DurationVar(&o.SummaryWindow, "summary-window", o.SummaryWindow,
-		"Coalescing window of downstreamcopysummaries: a summary is recomputed at most once per window however many of its rows change, so its watchers see at most one event per window (plus the first of a burst).")
+		"Coalescing window of downstreamcopysummaries: a summary is recomputed at most once per window however many of its rows change, so its watchers see at most one event per window (plus the first of a burst). While nobody watches summaries on this replica they are recomputed once per 5s (or per window, if longer), and every get, list or watch first has them catch up with the rows.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 	o.Shards.addFlags(fss.FlagSet("sharded delivery"))
 	return fss

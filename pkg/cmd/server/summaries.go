@@ -21,7 +21,8 @@ import (
 // by a Summarizer that follows the row store, and the live reader of the
 // sources' resourceVersions that reads by name are floored with. Data
 // flows one way, rows → summarizer → summaries; every replica computes
-// its own, as it computes its rows.
+// its own, as it computes its rows, and only now and then while nobody
+// watches them there: every read first has the summarizer catch up.
 type summaries struct {
 	store      *memstore.Store[*courier.DownstreamCopySummary]
 	summarizer *copysummary.Summarizer
@@ -45,7 +46,7 @@ func newSummaries(config *rest.Config, rows *memstore.Store[*courier.DownstreamC
 
 // config is what the API server serves them from.
 func (s *summaries) config() apiserver.SummaryConfig {
-	return apiserver.SummaryConfig{Store: s.store, Sources: s.sources}
+	return apiserver.SummaryConfig{Store: s.store, Sources: s.sources, Syncer: s.summarizer}
 }
 
 // run computes the summaries until ctx is done.

@@ -342,3 +342,29 @@ func waitUntil(cond func() bool) bool {
 	}
 	return false
 }
+
+// Watchers counts every watch, indexed or not, while it runs.
+func TestWatchersCountsEveryWatch(t *testing.T) {
+	s, _ := newTestStore(byCluster)
+	if n := s.Watchers(); n != 0 {
+		t.Fatalf("%d watchers before any watch, want 0", n)
+	}
+	plain, err := s.Watch(context.Background(), "", nil, nil, newDCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexed, err := s.WatchIndexed(context.Background(), "", "c1", nil, nil, newDCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, in := s.Watchers(), s.IndexedWatchers("c1"); n != 2 || in != 1 {
+		t.Fatalf("Watchers %d (indexed under c1: %d), want 2 (1)", n, in)
+	}
+	plain.Stop()
+	indexed.Stop()
+	expectClosed(t, plain)
+	expectClosed(t, indexed)
+	if n := s.Watchers(); n != 0 {
+		t.Errorf("%d watchers after both stopped, want 0", n)
+	}
+}

@@ -288,6 +288,19 @@ func (s *Store[T]) removeWatcherLocked(w *watcher[T]) {
 	}
 }
 
+// Watchers returns how many watchers the store has, indexed or not: what
+// a writer that computes its objects only for someone checks
+// (pkg/copysummary).
+func (s *Store[T]) Watchers() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := len(s.watchers)
+	for _, m := range s.indexed {
+		n += len(m)
+	}
+	return n
+}
+
 // IndexedWatchers returns how many watchers are filed under an index
 // value: what a REST layer's tests check to know that a watch was indexed.
 func (s *Store[T]) IndexedWatchers(value string) int {

@@ -3,9 +3,11 @@
 // owner (HelmOp or Bundle) of downstreamcopies rows, served from the store
 // pkg/copysummary fills (DESIGN §4a).
 //
-// A summary read by name -- a GET, or a list or watch whose field selector
-// pins metadata.name, as `kubectl wait` does -- reflects its sources'
-// resourceVersions as of the request: see floor.go.
+// Every read first brings the stored summaries up to the rows as they are
+// (Syncer): the summarizer recomputes summaries nobody watches only now and
+// then. A summary read by name -- a GET, or a list or watch whose field
+// selector pins metadata.name, as `kubectl wait` does -- reflects its
+// sources' resourceVersions as of the request: see floor.go.
 package downstreamcopysummary
 
 import (
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
@@ -29,7 +32,16 @@ import (
 type REST struct {
 	*computed.Resource[*courier.DownstreamCopySummary]
 	sources SourceVersions
+	syncer  Syncer
 	now     func() metav1.Time
+}
+
+// Syncer brings the stored summaries up to the rows: Sync returns once
+// they reflect every row change made before the call
+// (copysummary.Summarizer.Sync), or an error when it gave up, and then the
+// read is served what is stored.
+type Syncer interface {
+	Sync(ctx context.Context) error
 }
 
 var (
@@ -45,9 +57,10 @@ var (
 	_ rest.KindProvider         = &REST{}
 )
 
-// NewREST returns the storage of downstreamcopysummaries, reading store and,
-// for reads by name, the sources' current resourceVersions from sources.
-func NewREST(store *memstore.Store[*courier.DownstreamCopySummary], sources SourceVersions) *REST {
+// NewREST returns the storage of downstreamcopysummaries, reading store
+// after syncer's Sync (nil: store as it is) and, for reads by name, the
+// sources' current resourceVersions from sources.
+func NewREST(store *memstore.Store[*courier.DownstreamCopySummary], sources SourceVersions, syncer Syncer) *REST {
 	return &REST{
 		Resource: computed.New(store, computed.Spec[*courier.DownstreamCopySummary]{
 			GroupResource: courier.Resource("downstreamcopysummaries"),
@@ -63,7 +76,20 @@ func NewREST(store *memstore.Store[*courier.DownstreamCopySummary], sources Sour
 			Categories:    []string{"courier"},
 		}),
 		sources: sources,
+		syncer:  syncer,
 		now:     func() metav1.Time { return metav1.Now().Rfc3339Copy() },
+	}
+}
+
+// sync brings the store up to the rows before a read. A Sync that gave up
+// (the summarizer is not following the rows, or the request ended) leaves
+// the read to what is stored: never older than the last recompute.
+func (r *REST) sync(ctx context.Context) {
+	if r.syncer == nil {
+		return
+	}
+	if err := r.syncer.Sync(ctx); err != nil {
+		klog.FromContext(ctx).V(2).Info("Serving downstreamcopysummaries as stored: they could not be brought up to the rows", "error", err)
 	}
 }
 
@@ -88,6 +114,7 @@ func selectableFields(o *courier.DownstreamCopySummary) fields.Set {
 // Get implements rest.Getter: the stored summary, floored by its sources'
 // current resourceVersions.
 func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions) (runtime.Object, error) {
+	r.sync(ctx)
 	obj, err := r.Resource.Get(ctx, name, options)
 	if err != nil {
 		return nil, err
@@ -101,6 +128,7 @@ func (r *REST) Get(ctx context.Context, name string, options *metav1.GetOptions)
 // metadata.name has each summary floored; other lists show the summaries
 // as the view has them.
 func (r *REST) List(ctx context.Context, options *metainternalversion.ListOptions) (runtime.Object, error) {
+	r.sync(ctx)
 	obj, err := r.Resource.List(ctx, options)
 	if err != nil || !byName(options) {
 		return obj, err
@@ -118,6 +146,7 @@ func (r *REST) List(ctx context.Context, options *metainternalversion.ListOption
 // resourceVersions read when the watch started (or, for a source the
 // summary did not name then, when an event first names it).
 func (r *REST) Watch(ctx context.Context, options *metainternalversion.ListOptions) (watch.Interface, error) {
+	r.sync(ctx) // the initial events are the summaries as of the request
 	f := r.newFloor()
 	if byName(options) {
 		// The sources of the summary as it is now are read before the

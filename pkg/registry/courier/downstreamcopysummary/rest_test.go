@@ -61,7 +61,7 @@ func ctxWS() context.Context {
 func newTestREST(s *courier.DownstreamCopySummary, src *fakeSources) (*REST, *memstore.Store[*courier.DownstreamCopySummary]) {
 	store := memstore.New[*courier.DownstreamCopySummary]()
 	store.Upsert(s)
-	return NewREST(store, src), store
+	return NewREST(store, src, nil), store
 }
 
 func TestGetFloor(t *testing.T) {
