@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/courier-dev/courier/pkg/apis/courier"
 )
 
@@ -108,4 +110,30 @@ func TestOwnerKey(t *testing.T) {
 			t.Errorf("OwnerOf(%v) = %+v, want %+v", key, OwnerOf(key), tc.spec.Owner)
 		}
 	}
+}
+
+// isDNSLabel agrees with validation.IsDNS1123Label.
+func TestIsDNSLabelAgreesWithValidation(t *testing.T) {
+	names := []string{"", "a", "0", "-", "a-", "-a", "a-b", "a--b", "A", "aB", "a.b", "a_b", "ü", "a b",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), "default", "cattle-fleet-system", "9lives", "x\x00"}
+	// Every string of up to three characters from a small alphabet that
+	// holds each case of the rule.
+	alphabet := []string{"a", "z", "0", "9", "-", "A", ".", "_"}
+	var build func(prefix string, n int)
+	build = func(prefix string, n int) {
+		names = append(names, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			build(prefix+c, n-1)
+		}
+	}
+	build("", 3)
+	for _, n := range names {
+		if got, want := isDNSLabel(n), len(validation.IsDNS1123Label(n)) == 0; got != want {
+			t.Errorf("isDNSLabel(%q) = %v, validation says %v", n, got, want)
+		}
+	}
+	t.Logf("%d names checked", len(names))
 }
