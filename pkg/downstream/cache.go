@@ -6,7 +6,10 @@
 // redact.go). Clusters are independent (§3 rule 10): building or using one
 // cluster's client never waits for another cluster, and an unreachable
 // cluster fails fast. Clusters that reach one kube-apiserver as one user
-// share its watches (watchSet), each reading only its own copies.
+// share its watches (watchSet), each reading only its own copies; a shared
+// watch selects only the copies of the Clusters reading through it once
+// they are quiet (generation.go), so that a replica holds no copies of
+// Clusters another replica delivers to.
 package downstream
 
 import (
@@ -58,7 +61,8 @@ type Options struct {
 	// ShareLabel, when set, is the label whose value tells apart the
 	// copies of Clusters that reach the same kube-apiserver with the same
 	// credentials: such Clusters share one set of informers, which select
-	// WatchSelector's objects with any value of it, and each Client reads
+	// WatchSelector's objects with any value of it (narrowed to the
+	// members' values once they are quiet), and each Client reads
 	// and hears of only the objects carrying the value its own
 	// WatchSelector requires (see watchSet). A Cluster whose selector does
 	// not require one value of it, or whose connection cannot be compared,
@@ -304,7 +308,7 @@ func NewClient(cluster *fleet.Cluster, cfg *rest.Config, o Options) (*Client, er
 // caller then lists them live.
 func (c *Client) Unlabelled(kind string) ([]runtime.Object, bool) {
 	w := c.set
-	if w == nil || w.legacySecrets == nil || !w.own.synced() {
+	if w == nil || w.legacySecrets == nil || !w.fixed.synced() {
 		return nil, false
 	}
 	idx := w.legacyConfigMaps
@@ -344,11 +348,11 @@ func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func
 	}
 	cl := &Client{Key: key, Kube: kube, Config: cfg, Selector: own.String(), set: w, member: value,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	cl.Secrets = secretLister{memberView[*corev1.Secret]{w.secrets, "secret", w.label, value}}
-	cl.ConfigMaps = configMapLister{memberView[*corev1.ConfigMap]{w.configMaps, "configmap", w.label, value}}
+	cl.Secrets = secretLister{memberView[*corev1.Secret]{w.secretsNow, "secret", w.label, value}}
+	cl.ConfigMaps = configMapLister{memberView[*corev1.ConfigMap]{w.configMapsNow, "configmap", w.label, value}}
 	// HasSynced is about Courier's own copies: the foreign watch has its
 	// own answer in MayHaveForeign.
-	cl.HasSynced = w.own.synced
+	cl.HasSynced = func() bool { return w.syncedFor(value) }
 	cl.MayHaveForeign = func(string, string, string) bool { return false }
 	if o.ForeignSelector != nil {
 		fs, fc := w.foreignSecrets, w.foreignConfigMaps

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,9 +25,11 @@ import (
 // informers select that Cluster's copies (Options.WatchSelector). With it,
 // Clusters whose kubeconfigs reach the same kube-apiserver with the same
 // credentials share one set: its informers select what WatchSelector
-// selects with any value of the label (so every Cluster's copies there),
-// and each Client's listers and OnChange see only the objects whose label
-// has the value its own selector requires. A kube-apiserver dispatches
+// selects with any value of the label (so every Cluster's copies there)
+// at first, and only the values its members read once its membership is
+// quiet (generation.go); each Client's listers and OnChange see only the
+// objects whose label has the value its own selector requires. A
+// kube-apiserver dispatches
 // each event to every watcher of its resource and filters it there, so N
 // Clusters on one kube-apiserver with a watch each cost it N filters per
 // write, and N initial lists: in `make bench` at 1,000 Clusters on two
@@ -41,14 +44,25 @@ type watchSet struct {
 	key string
 	// label is Options.ShareLabel for a shared set, "" otherwise.
 	label string
-	// selector is what the informers of Courier's copies select.
+	// selector is what the informers of Courier's copies select while the
+	// set is wide (base as a string).
 	selector string
+	base     labels.Selector
 
-	own        informers
-	secrets    toolscache.Indexer
-	configMaps toolscache.Indexer
-	// legacySecrets and legacyConfigMaps hold Options.LegacySelector's
-	// objects (nil without it); their informers are among own's.
+	// gen is the informers of Courier's copies now (generation.go); a
+	// shared set's rebuilder replaces them.
+	gen      atomic.Pointer[generation]
+	kube     Clientset
+	onChange func(string, runtime.Object)
+	indexers toolscache.Indexers
+	kick     chan struct{} // membership changed (shared sets)
+	rebuilt  chan struct{} // closed when the rebuilder has returned
+	settled  atomic.Int64  // settle checks made, for tests
+
+	// fixed are the informers no rebuild replaces: legacySecrets and
+	// legacyConfigMaps hold Options.LegacySelector's objects (nil
+	// without it).
+	fixed            informers
 	legacySecrets    toolscache.Indexer
 	legacyConfigMaps toolscache.Indexer
 	// foreign holds Options.ForeignSelector's objects (none without it).
@@ -164,11 +178,11 @@ func newWatchSet(key, label string, own labels.Selector, cfg *rest.Config, o Opt
 	if err != nil {
 		return nil, err
 	}
-	w := &watchSet{key: key, label: label, selector: own.String(), stop: make(chan struct{}), done: make(chan struct{}),
+	w := &watchSet{key: key, label: label, selector: own.String(), base: own, stop: make(chan struct{}), done: make(chan struct{}),
+		kube: watchKube, onChange: o.OnChange, kick: make(chan struct{}, 1), rebuilt: make(chan struct{}),
 		members: map[string]map[string]int{}}
-	opts := watchOptions{selector: w.selector, handler: w.ownHandler(o.OnChange), transform: dropManagedFields}
 	if label != "" {
-		opts.indexers = toolscache.Indexers{memberIndex: func(obj any) ([]string, error) {
+		w.indexers = toolscache.Indexers{memberIndex: func(obj any) ([]string, error) {
 			m, err := meta.Accessor(obj)
 			if err != nil {
 				return nil, nil
@@ -179,12 +193,16 @@ func newWatchSet(key, label string, own labels.Selector, cfg *rest.Config, o Opt
 			return nil, nil
 		}}
 	}
-	w.secrets = w.own.secrets(watchKube, opts)
-	w.configMaps = w.own.configMaps(watchKube, opts)
+	first := w.stop // a set of one: its only generation lives as long as it
+	if label != "" {
+		first = make(chan struct{})
+	}
+	w.gen.Store(w.newGeneration(nil, first))
+	w.gen.Load().live.Store(true)
 	if o.LegacySelector != nil {
 		legacy := watchOptions{selector: o.LegacySelector.String(), handler: toolscache.ResourceEventHandlerFuncs{}, transform: dropManagedFields}
-		w.legacySecrets = w.own.secrets(watchKube, legacy)
-		w.legacyConfigMaps = w.own.configMaps(watchKube, legacy)
+		w.legacySecrets = w.fixed.secrets(watchKube, legacy)
+		w.legacyConfigMaps = w.fixed.configMaps(watchKube, legacy)
 	}
 	if o.ForeignSelector != nil {
 		// Objects Courier does not own but reports on (Fleet's copies):
@@ -202,15 +220,25 @@ func newWatchSet(key, label string, own labels.Selector, cfg *rest.Config, o Opt
 	return w, nil
 }
 
-// start runs the informers until the last member leaves.
+// start runs the informers until the last member leaves, and a shared
+// set's rebuilder.
 func (w *watchSet) start() {
-	w.own.start(w.stop)
+	g := w.gen.Load()
+	g.inf.start(g.stop)
+	w.fixed.start(w.stop)
 	w.foreign.start(w.stop)
+	if w.label != "" {
+		go w.rebuild()
+	} else {
+		close(w.rebuilt)
+	}
 }
 
 // shutdown waits for the informers of a stopped set.
 func (w *watchSet) shutdown() {
-	w.own.wait()
+	<-w.rebuilt
+	w.gen.Load().inf.wait()
+	w.fixed.wait()
 	w.foreign.wait()
 	close(w.done)
 }
@@ -224,6 +252,7 @@ func (w *watchSet) join(value, key string) {
 	}
 	w.members[value][key]++
 	w.size++
+	w.changed()
 }
 
 // leave removes one Client of cluster key, and reports whether it was the
@@ -237,6 +266,7 @@ func (w *watchSet) leave(value, key string) bool {
 		}
 		if len(m) == 0 {
 			delete(w.members, value)
+			w.changed()
 		}
 		w.size--
 	}
@@ -270,8 +300,9 @@ func (w *watchSet) allMembers() []string {
 
 // ownHandler calls onChange for the members an object of Courier's is
 // for: in a shared set those whose label value it carries, in a set of
-// one its only member (whose value is "").
-func (w *watchSet) ownHandler(onChange func(string, runtime.Object)) toolscache.ResourceEventHandler {
+// one its only member (whose value is ""). Events of a generation not yet
+// live are dropped: the one it replaces still passes them on.
+func (w *watchSet) ownHandler(g *generation, onChange func(string, runtime.Object)) toolscache.ResourceEventHandler {
 	return routedHandler(func(obj any) string {
 		if w.label == "" {
 			return ""
@@ -285,6 +316,9 @@ func (w *watchSet) ownHandler(onChange func(string, runtime.Object)) toolscache.
 		}
 		return m.GetLabels()[w.label]
 	}, func(value string, now runtime.Object) {
+		if !g.live.Load() {
+			return
+		}
 		for _, key := range w.membersOf(value) {
 			onChange(key, now)
 		}
@@ -353,8 +387,8 @@ func connectionKey(cfg *rest.Config) string {
 // of them in a set of one (value ""), those labelled value in a shared
 // set.
 type memberView[T runtime.Object] struct {
-	indexer  toolscache.Indexer
-	resource string // "secret", "configmap": as in a lister's NotFound
+	indexer  func() toolscache.Indexer // the set's generation now
+	resource string                    // "secret", "configmap": as in a lister's NotFound
 	label    string
 	value    string
 }
@@ -373,11 +407,11 @@ func (v memberView[T]) list(namespace string, sel labels.Selector) ([]T, error) 
 	var err error
 	switch {
 	case v.label != "":
-		objs, err = v.indexer.ByIndex(memberIndex, v.value)
+		objs, err = v.indexer().ByIndex(memberIndex, v.value)
 	case namespace != "":
-		objs, err = v.indexer.ByIndex(toolscache.NamespaceIndex, namespace)
+		objs, err = v.indexer().ByIndex(toolscache.NamespaceIndex, namespace)
 	default:
-		objs = v.indexer.List()
+		objs = v.indexer().List()
 	}
 	if err != nil {
 		return nil, err
@@ -398,7 +432,7 @@ func (v memberView[T]) list(namespace string, sel labels.Selector) ([]T, error) 
 }
 
 func (v memberView[T]) get(namespace, name string) (T, error) {
-	obj, exists, err := v.indexer.GetByKey(namespace + "/" + name)
+	obj, exists, err := v.indexer().GetByKey(namespace + "/" + name)
 	var zero T
 	if err != nil {
 		return zero, err
