@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -26,11 +27,7 @@ func TestSharedWatchNarrowsToItsMembers(t *testing.T) {
 	changes := &onChanges{}
 	c := NewCache(src, Options{WatchSelector: managed, ShareLabel: "for", NewClientset: fk.newClientset, OnChange: changes.record})
 	t.Cleanup(c.Stop)
-	fk.mu.Lock()
-	fk.sets = map[string]*fake.Clientset{"https://shared": fake.NewClientset()}
-	fc := fk.sets["https://shared"]
-	fk.mu.Unlock()
-	sels := recordSelectors(fc)
+	sels := fakeServer(fk, "https://shared")
 	seen := func(sel string) bool {
 		sels.mu.Lock()
 		defer sels.mu.Unlock()
@@ -90,10 +87,7 @@ func TestSharedWatchOfItsMembersOnlyStaysAsItIs(t *testing.T) {
 	src := newSource(kcSecret("ns", "kc", "1", "https://own"))
 	c := NewCache(src, Options{WatchSelector: managed, ShareLabel: "for", NewClientset: fk.newClientset, OnChange: (&onChanges{}).record})
 	t.Cleanup(c.Stop)
-	fk.mu.Lock()
-	fk.sets = map[string]*fake.Clientset{"https://own": fake.NewClientset(copyFor("app", "a", "c1"))}
-	sels := recordSelectors(fk.sets["https://own"])
-	fk.mu.Unlock()
+	sels := fakeServer(fk, "https://own", copyFor("app", "a", "c1"))
 	c1, err := c.Get(context.Background(), cluster("ns", "c1", "kc", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -110,4 +104,16 @@ func TestSharedWatchOfItsMembersOnlyStaysAsItIs(t *testing.T) {
 			t.Errorf("selected %q: the set was rebuilt", sel)
 		}
 	}
+}
+
+// fakeServer gives host a fake clientset holding objs, and records the
+// label selectors its lists and watches are made with.
+func fakeServer(fk *fakes, host string, objs ...runtime.Object) *selectorLog {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	if fk.sets == nil {
+		fk.sets = map[string]*fake.Clientset{}
+	}
+	fk.sets[host] = fake.NewClientset(objs...)
+	return recordSelectors(fk.sets[host])
 }
