@@ -1,7 +1,6 @@
 package downstream
 
 import (
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -68,7 +67,7 @@ func narrowed(base labels.Selector, label string, values sets.Set[string]) label
 	out := labels.NewSelector()
 	for _, r := range reqs {
 		if r.Key() == label {
-			in, err := labels.NewRequirement(label, selection.In, sortedValues(values))
+			in, err := labels.NewRequirement(label, selection.In, sets.List(values))
 			if err != nil {
 				return base // a value no selector can name: stay wide
 			}
@@ -210,10 +209,4 @@ func (w *watchSet) swap(values sets.Set[string]) bool {
 	close(old.stop)
 	old.inf.wait()
 	return true
-}
-
-func sortedValues(values sets.Set[string]) []string {
-	v := values.UnsortedList()
-	slices.Sort(v)
-	return v
 }
