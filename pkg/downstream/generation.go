@@ -116,6 +116,9 @@ func (w *watchSet) values() sets.Set[string] {
 func (w *watchSet) rebuild() {
 	defer close(w.rebuilt)
 	defer func() { close(w.gen.Load().stop) }()
+	var unsettled settling
+	unsettled.set(true) // a new set's membership is still coming
+	defer unsettled.set(false)
 	settle := time.NewTimer(settleDelay)
 	defer settle.Stop()
 	for {
@@ -123,6 +126,7 @@ func (w *watchSet) rebuild() {
 		case <-w.stop:
 			return
 		case <-w.kick:
+			unsettled.set(true)
 			settle.Reset(settleDelay)
 			if w.covered() {
 				continue
@@ -132,22 +136,45 @@ func (w *watchSet) rebuild() {
 				return
 			case <-time.After(joinDelay):
 			}
+			if !w.swapTo(w.values()) {
+				return
+			}
 		case <-settle.C:
 			// Looked at again every settleDelay: other replicas' copies
 			// may appear on a quiet set's kube-apiserver later.
 			settle.Reset(settleDelay)
 			w.settled.Add(1)
-			if !w.holdsOthers() {
-				continue
+			if w.holdsOthers() && !w.swapTo(w.values()) {
+				return
 			}
+			unsettled.set(false)
 		}
-		values := w.values()
-		if values.Len() == 0 {
-			continue // the last member left: the set stops
-		}
-		if !w.swap(values) {
-			return
-		}
+	}
+}
+
+// swapTo swaps in a generation for values unless no member is left (the
+// set is stopping). It returns false when the set stopped first.
+func (w *watchSet) swapTo(values sets.Set[string]) bool {
+	if values.Len() == 0 {
+		return true
+	}
+	return w.swap(values)
+}
+
+// settling is whether a shared set counts in watchSetsSettling: from a
+// change of its membership until the settle check after it has run (and
+// narrowed the watch if it was going to).
+type settling bool
+
+func (s *settling) set(v bool) {
+	if bool(*s) == v {
+		return
+	}
+	*s = settling(v)
+	if v {
+		watchSetsSettling.Inc()
+	} else {
+		watchSetsSettling.Dec()
 	}
 }
 
@@ -208,5 +235,6 @@ func (w *watchSet) swap(values sets.Set[string]) bool {
 	}
 	close(old.stop)
 	old.inf.wait()
+	watchRebuilds.Inc()
 	return true
 }

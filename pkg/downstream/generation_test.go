@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 // A shared set starts wide, narrows to its members' values once they are
@@ -22,6 +23,7 @@ func TestSharedWatchNarrowsToItsMembers(t *testing.T) {
 	settleDelay, joinDelay = 200*time.Millisecond, 20*time.Millisecond
 	t.Cleanup(func() { settleDelay, joinDelay = settle, join })
 
+	settling, rebuilds := gaugeValue(t), rebuildCount(t)
 	fk := &fakes{}
 	src := newSource(kcSecret("ns", "kc", "1", "https://shared"))
 	changes := &onChanges{}
@@ -74,6 +76,50 @@ func TestSharedWatchNarrowsToItsMembers(t *testing.T) {
 	if l, _ := c1.Secrets.List(labels.Everything()); len(l) != 1 || l[0].Name != "a" {
 		t.Errorf("c1 lists %v after the rebuild, want its copy a", l)
 	}
+	waitFor(t, "the set settled", func() bool { return gaugeValue(t) == settling })
+	if got := rebuildCount(t) - rebuilds; got != 2 {
+		t.Errorf("%v watch rebuilds counted, want 2 (narrowed, then widened to c3)", got)
+	}
+}
+
+// A shared set counts as settling from its start until a settle check
+// has run, and no longer once it stops.
+func TestSharedWatchSettlingIsCounted(t *testing.T) {
+	settle := settleDelay
+	settleDelay = time.Hour
+	t.Cleanup(func() { settleDelay = settle })
+
+	before := gaugeValue(t)
+	fk := &fakes{}
+	src := newSource(kcSecret("ns", "kc", "1", "https://unsettled"))
+	c := NewCache(src, Options{WatchSelector: managed, ShareLabel: "for", NewClientset: fk.newClientset, OnChange: (&onChanges{}).record})
+	fakeServer(fk, "https://unsettled")
+	if _, err := c.Get(context.Background(), cluster("ns", "c1", "kc", "")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new set counted as settling", func() bool { return gaugeValue(t) == before+1 })
+	c.Stop()
+	if got := gaugeValue(t); got != before {
+		t.Errorf("%v sets settling after the set stopped, want %v", got, before)
+	}
+}
+
+func gaugeValue(t *testing.T) float64 {
+	t.Helper()
+	v, err := testutil.GetGaugeMetricValue(watchSetsSettling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func rebuildCount(t *testing.T) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(watchRebuilds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // A shared set that holds only its members' copies is never rebuilt: in a

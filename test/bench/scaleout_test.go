@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
@@ -42,6 +43,7 @@ type scaleOutSample struct {
 	last     time.Duration
 	t0, end  time.Time // the window the writes are counted in
 	writes   int
+	rebuilds []float64 // per replica: shared downstream watches rebuilt in the window
 }
 
 // scaleOutResult is both configurations' samples at one N.
@@ -117,13 +119,52 @@ func (so *scaleOut) start(n int) {
 	so.settle()
 }
 
-// settle waits until every row is Synced and every replica idle.
+// settle waits until every row is Synced, every replica's shared
+// downstream watches have settled (narrowed to the Clusters it delivers
+// to, where they will be) and every replica is idle: a replica just
+// started or handed Clusters relists once its watches settle, and that
+// list is not the change the sample measures.
 func (so *scaleOut) settle() {
 	t, l := so.t, so.l
 	waitSynced(t, so.fc, l.workspace(), l.n*sourcesPerOp, l.budget())
 	for _, c := range so.running {
+		so.waitWatchesSettled(c)
 		waitIdle(t, c.Pid(), l.budget())
 	}
+}
+
+// waitWatchesSettled waits until c reports no shared downstream watch
+// settling.
+func (so *scaleOut) waitWatchesSettled(c *localenv.Courier) {
+	ctx, cancel := context.WithTimeout(context.Background(), so.l.budget())
+	defer cancel()
+	var last error
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		m, err := scrapeFrom(ctx, c.Config)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		v, ok := m["courier_downstream_watch_sets_settling"]
+		return ok && v == 0, nil
+	})
+	if err != nil {
+		so.t.Logf("replica on port %d: shared watches still settling after %s (last scrape error: %v); going on", c.Port, so.l.budget(), last)
+	}
+}
+
+// rebuilds returns each running replica's count of shared downstream
+// watches rebuilt so far.
+func (so *scaleOut) rebuilds() []float64 {
+	out := make([]float64, len(so.running))
+	for i, c := range so.running {
+		m, err := scrapeFrom(context.Background(), c.Config)
+		if err != nil {
+			so.t.Fatalf("scraping replica on port %d: %v", c.Port, err)
+		}
+		out[i] = m["courier_downstream_watch_rebuilds_total"]
+	}
+	return out
 }
 
 func (so *scaleOut) stop() {
@@ -150,6 +191,7 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 	waitMachineQuiet(t)
 	time.Sleep(limiterRefill)
 	s := scaleOutSample{replicas: replicas}
+	rebuilt := so.rebuilds()
 	before := so.cpu()
 	wait := so.profile(round, replicas)
 	value := fmt.Sprintf("scaleout-%d-r%d", replicas, round)
@@ -163,6 +205,9 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 	s.end = time.Now()
 	after := so.cpu()
 	wait()
+	for i, r := range so.rebuilds() {
+		s.rebuilds = append(s.rebuilds, r-rebuilt[i])
+	}
 	for i, c := range so.running {
 		s.cpu = append(s.cpu, after[i]-before[i])
 		rss := int64(0)
@@ -176,8 +221,8 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 		}
 		s.rss = append(s.rss, rss)
 	}
-	t.Logf("N=%d round %d, %d replicas: last copy after %s; CPU %s; RSS %s", l.n, round, replicas,
-		s.last.Round(time.Millisecond), durationsOf(s.cpu), mibsOf(s.rss))
+	t.Logf("N=%d round %d, %d replicas: last copy after %s; CPU %s; RSS %s; shared watches rebuilt in the window %v", l.n, round, replicas,
+		s.last.Round(time.Millisecond), durationsOf(s.cpu), mibsOf(s.rss), s.rebuilds)
 	return s
 }
 
