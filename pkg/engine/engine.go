@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -88,8 +87,9 @@ type Config struct {
 	CopyEvents *CopyEvents
 	// Workers is how many clusters are reconciled at once (DefaultWorkers).
 	Workers int
-	// ResyncPeriod requeues every Cluster, which also sweeps copies nothing
-	// wants any more (default 5 minutes).
+	// ResyncPeriod is how often each Cluster gets a whole pass, which also
+	// sweeps copies nothing wants any more (default 5 minutes); the
+	// Clusters' passes are spread over the period (resync.go).
 	ResyncPeriod time.Duration
 	// MaxBackoff caps the per-cluster retry backoff (default 2 minutes).
 	MaxBackoff time.Duration
@@ -348,11 +348,7 @@ func (e *Engine) Run(ctx context.Context) {
 			}
 		}()
 	}
-	go wait.UntilWithContext(ctx, func(context.Context) {
-		if e.desired.isComplete() {
-			e.queueAllClusters()
-		}
-	}, e.cfg.ResyncPeriod)
+	go e.runResync(ctx)
 	go e.runPublisher(ctx)
 	logger.Info("Started copy engine", "workers", e.cfg.Workers, "leading", e.Leading())
 	<-ctx.Done()
