@@ -59,8 +59,10 @@ func (c *Controller) syncOwner(ctx context.Context, op types.NamespacedName) err
 	c.reportProblems(ctx, op, o, fresh, warn)
 
 	// New rows first, then the ones that went: a list in between never
-	// misses a row the HelmOp has.
-	c.store.Upsert(append(rows, left...)...)
+	// misses a row the HelmOp has. Every row here was built by this sync
+	// (rowFor, leftoverRow) and is not touched after: the store keeps
+	// them as they are, with no deep copy.
+	c.store.UpsertOwned(append(rows, left...)...)
 	c.store.Delete(gone...)
 	return nil
 }
@@ -79,7 +81,7 @@ func (c *Controller) syncLeftovers(op types.NamespacedName) {
 	c.stampLocked(left)
 	c.mu.Unlock()
 
-	c.store.Upsert(left...)
+	c.store.UpsertOwned(left...) // leftoverRow's, built here
 	c.store.Delete(gone...)
 }
 
