@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/component-base/metrics/testutil"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 )
@@ -691,20 +690,20 @@ func TestForgetAndStop(t *testing.T) {
 	fk := &fakes{}
 	c := NewCache(src, Options{WatchSelector: managed, NewClientset: fk.newClientset})
 	ctx := context.Background()
-	base := openClients(t)
+	base := gaugeValue(t, clientsOpen)
 	one, err1 := c.Get(ctx, cluster("ns", "c1", "kc1", ""))
 	two, err2 := c.Get(ctx, cluster("ns", "c2", "kc2", ""))
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
 	waitFor(t, "informers to sync", func() bool { return one.HasSynced() && two.HasSynced() })
-	if n := openClients(t) - base; n != 2 {
+	if n := gaugeValue(t, clientsOpen) - base; n != 2 {
 		t.Errorf("courier_downstream_clients rose by %v for two clients", n)
 	}
 
 	c.Forget("ns/c1")
 	waitDone(t, one)
-	if n := openClients(t) - base; n != 1 {
+	if n := gaugeValue(t, clientsOpen) - base; n != 1 {
 		t.Errorf("courier_downstream_clients is %v above the start after a Forget, want 1", n)
 	}
 	if stopped(two) {
@@ -731,19 +730,9 @@ func TestForgetAndStop(t *testing.T) {
 		t.Error("Get after Stop succeeded")
 	}
 	c.Stop() // idempotent
-	if n := openClients(t) - base; n != 0 {
+	if n := gaugeValue(t, clientsOpen) - base; n != 0 {
 		t.Errorf("courier_downstream_clients is %v above the start after Stop", n)
 	}
-}
-
-// openClients reads courier_downstream_clients.
-func openClients(t *testing.T) float64 {
-	t.Helper()
-	v, err := testutil.GetGaugeMetricValue(clientsOpen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // A Get that found a cluster's entry just before Forget dropped it starts over with a new

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
 )
 
@@ -23,7 +24,7 @@ func TestSharedWatchNarrowsToItsMembers(t *testing.T) {
 	settleDelay, joinDelay = 200*time.Millisecond, 20*time.Millisecond
 	t.Cleanup(func() { settleDelay, joinDelay = settle, join })
 
-	settling, rebuilds := gaugeValue(t), rebuildCount(t)
+	settling, rebuilds := gaugeValue(t, watchSetsSettling), counterValue(t, watchRebuilds)
 	fk := &fakes{}
 	src := newSource(kcSecret("ns", "kc", "1", "https://shared"))
 	changes := &onChanges{}
@@ -76,8 +77,8 @@ func TestSharedWatchNarrowsToItsMembers(t *testing.T) {
 	if l, _ := c1.Secrets.List(labels.Everything()); len(l) != 1 || l[0].Name != "a" {
 		t.Errorf("c1 lists %v after the rebuild, want its copy a", l)
 	}
-	waitFor(t, "the set settled", func() bool { return gaugeValue(t) == settling })
-	if got := rebuildCount(t) - rebuilds; got != 2 {
+	waitFor(t, "the set settled", func() bool { return gaugeValue(t, watchSetsSettling) == settling })
+	if got := counterValue(t, watchRebuilds) - rebuilds; got != 2 {
 		t.Errorf("%v watch rebuilds counted, want 2 (narrowed, then widened to c3)", got)
 	}
 }
@@ -89,7 +90,7 @@ func TestSharedWatchSettlingIsCounted(t *testing.T) {
 	settleDelay = time.Hour
 	t.Cleanup(func() { settleDelay = settle })
 
-	before := gaugeValue(t)
+	before := gaugeValue(t, watchSetsSettling)
 	fk := &fakes{}
 	src := newSource(kcSecret("ns", "kc", "1", "https://unsettled"))
 	c := NewCache(src, Options{WatchSelector: managed, ShareLabel: "for", NewClientset: fk.newClientset, OnChange: (&onChanges{}).record})
@@ -97,25 +98,26 @@ func TestSharedWatchSettlingIsCounted(t *testing.T) {
 	if _, err := c.Get(context.Background(), cluster("ns", "c1", "kc", "")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new set counted as settling", func() bool { return gaugeValue(t) == before+1 })
+	waitFor(t, "the new set counted as settling", func() bool { return gaugeValue(t, watchSetsSettling) == before+1 })
 	c.Stop()
-	if got := gaugeValue(t); got != before {
+	if got := gaugeValue(t, watchSetsSettling); got != before {
 		t.Errorf("%v sets settling after the set stopped, want %v", got, before)
 	}
 }
 
-func gaugeValue(t *testing.T) float64 {
+// gaugeValue and counterValue read one of the package's metrics.
+func gaugeValue(t *testing.T, g metrics.GaugeMetric) float64 {
 	t.Helper()
-	v, err := testutil.GetGaugeMetricValue(watchSetsSettling)
+	v, err := testutil.GetGaugeMetricValue(g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-func rebuildCount(t *testing.T) float64 {
+func counterValue(t *testing.T, c metrics.CounterMetric) float64 {
 	t.Helper()
-	v, err := testutil.GetCounterMetricValue(watchRebuilds)
+	v, err := testutil.GetCounterMetricValue(c)
 	if err != nil {
 		t.Fatal(err)
 	}
