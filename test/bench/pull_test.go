@@ -60,17 +60,20 @@ func applyAgentFlowSchema(t *testing.T, ctx context.Context, up kubernetes.Inter
 	return true, func() { _ = up.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{}) }
 }
 
-// bindAgents binds the ClusterRole courier:agent to the n agents' users in
-// ws (one RoleBinding naming them all): what lets an agent reach Courier
-// at all; Courier's authorizer then narrows it to its Cluster's rows.
-func bindAgents(t *testing.T, ctx context.Context, up kubernetes.Interface, ws string, n int, name func(int) string) {
+// bindAgents binds the ClusterRole courier:agent in ws to the agents'
+// group (one RoleBinding, one subject), as docs/pull.md recommends for
+// many agents: what lets an agent reach Courier at all; Courier's
+// authorizer then narrows it to its Cluster's rows. The upstream's RBAC
+// compares a request's user with every subject of every binding in the
+// namespace, so one binding naming 10,000 users, or 10,000 bindings, cost
+// it a scan of 10,000 subjects for each agent request (about a tenth of
+// its CPU while agents reconnected, docs/benchmarks.md).
+func bindAgents(t *testing.T, ctx context.Context, up kubernetes.Interface, ws string) {
 	t.Helper()
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "courier-agents", Namespace: ws},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "courier:agent"},
-	}
-	for i := 1; i <= n; i++ {
-		rb.Subjects = append(rb.Subjects, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: agentUser(name(i))})
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: agentGroup}},
 	}
 	if _, err := up.RbacV1().RoleBindings(ws).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -164,7 +164,7 @@ func setupPull(t *testing.T, ctx context.Context, up kubernetes.Interface, fc ve
 	if err != nil {
 		t.Fatal(err)
 	}
-	bindAgents(t, ctx, up, ws, n, name)
+	bindAgents(t, ctx, up, ws)
 	op := &fleet.HelmOp{ObjectMeta: metav1.ObjectMeta{Name: "pull"}}
 	op.Spec.DownstreamResources = []fleet.DownstreamResource{{Kind: "Secret", Name: "s0"}}
 	for i := 1; i <= n; i++ {
