@@ -56,6 +56,10 @@ func TestPublishedLeftoversRoundTrip(t *testing.T) {
 		t.Fatalf("%d writes, want 1", n)
 	}
 
+	// The first write's queue can outlive the informer's sight of the
+	// object (as in TestPublishWritesOnChangeOnly): wait for it first.
+	f.waitQueueGone()
+
 	// The same rows and leftovers again, then rows with leftovers unknown
 	// (nil: not swept yet): no write, nothing queued.
 	f.store.Publish(edge1, tenRows("1"), []copycontract.Leftover{keptIn(appOwner, "db"), keptIn(other, "tls")})
