@@ -159,6 +159,17 @@ func TestMetricsAuthorization(t *testing.T) {
 			t.Errorf("anonymous %s: %d, want 200 (the kubelet probes it)", p, got)
 		}
 	}
+	// Readiness waits until the aggregator is trusted: before that, a
+	// request it proxies would be served as system:anonymous.
+	resp, err := anon.Get(courier.Config.Host + "/readyz?verbose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "[+]courier-front-proxy-trusted ok") {
+		t.Errorf("/readyz?verbose has no passing courier-front-proxy-trusted check:\n%s", body)
+	}
 	if got := status(anon, "/metrics"); got != http.StatusForbidden {
 		t.Errorf("anonymous /metrics: %d, want 403", got)
 	}

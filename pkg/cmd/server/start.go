@@ -133,7 +133,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("downstreamcopysummaries have not been computed yet")
 		}
 		return fieldCopiesReady(views.fieldCopy)
-	})); err != nil {
+	}), frontProxyReadyCheck(genericConfig.Authentication.RequestHeaderConfig)); err != nil {
 		return err
 	}
 	return server.GenericAPIServer.PrepareRun().RunWithContext(serveCtx)
