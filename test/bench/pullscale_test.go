@@ -36,9 +36,10 @@ type pullResult struct {
 	connect          time.Duration // from the first watch opened to every agent watching
 	connectCPU       time.Duration // Courier's CPU over that span
 	connectErrors    int64
-	rssBefore        int64 // Courier's RSS before any agent connected, all replicas
-	rssWatching      int64 // with every agent watching, idle: the largest replica
-	rssWatchingTotal int64 // all replicas
+	connectLastError string // the last of them
+	rssBefore        int64  // Courier's RSS before any agent connected, all replicas
+	rssWatching      int64  // with every agent watching, idle: the largest replica
+	rssWatchingTotal int64  // all replicas
 
 	// source changes, one after another: the median by p99, and each
 	received       int
@@ -64,6 +65,12 @@ type pullResult struct {
 	// rolling restart, one step per replica
 	steps    []restartStep
 	rssAfter int64 // the largest replica after it
+}
+
+// pullOpens is COURIER_BENCH_PULL_OPENS, default 64: how many of the
+// simulated agents' watch opens may be in flight at once.
+func pullOpens(t *testing.T, agents int) int {
+	return max(1, min(agents, intsFromEnv(t, "COURIER_BENCH_PULL_OPENS", []int{64})[0]))
 }
 
 // pullAgents is COURIER_BENCH_PULL, default 10,000.
@@ -107,7 +114,7 @@ func testPull(t *testing.T) {
 	res := pullResult{agents: n, replicas: len(set.rs), flowSchema: flowSchema, decode: pullDecode()}
 	// The agents start with their copies made from the source as it is:
 	// as after an earlier run, so connecting reads no payload.
-	f := newAgentFleet(fc, ws, n, name, srcRV, 64)
+	f := newAgentFleet(fc, ws, n, name, srcRV, pullOpens(t, n))
 	runCtx, stop := context.WithCancel(ctx)
 	var wg *sync.WaitGroup
 	defer func() {
@@ -124,6 +131,9 @@ func testPull(t *testing.T) {
 		t.Fatalf("%d of %d agents watching after 10 minutes (%d watch opens failed, the last with: %v)", f.watching.Load(), n, f.openErrors.Load(), f.lastOpenErr.Load())
 	}
 	res.connect, res.connectCPU, res.connectErrors = f.lastWatching().Sub(t0), set.cpu(t, -1)-c0, f.openErrors.Load()
+	if e, ok := f.lastOpenErr.Load().(string); ok && res.connectErrors > 0 {
+		res.connectLastError = e
+	}
 	stopProfile()
 	set.waitIdle(t)
 	res.rssWatching, res.rssWatchingTotal = set.rss(t, ctx, true)
@@ -489,6 +499,9 @@ func printPull(w io.Writer, rows []pullResult) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "figure\ttarget\tmeasured\tverdict")
 		fmt.Fprintf(tw, "first connect: every agent watching (watch-list through the aggregator)\t-\t%.1f s, %d opens refused or failed\t-\n", p.connect.Seconds(), p.connectErrors)
+		if p.connectLastError != "" {
+			fmt.Fprintf(tw, "  the last open refused or failed\t-\t%s\t-\n", truncate(p.connectLastError, 160))
+		}
 		fmt.Fprintf(tw, "Courier CPU per connecting agent (first connect, all replicas)\t-\t%.2f ms\t-\n", perAgentMS(p.connectCPU, n))
 		fmt.Fprintf(tw, "Courier RSS per replica holding the watches (largest; all: %.0f MiB)\t<= 1024 MiB\t%.0f MiB\t%s\n",
 			mib(p.rssWatchingTotal), mib(p.rssWatching), verdict(mib(p.rssWatching) <= 1024))
@@ -546,4 +559,12 @@ func printPull(w io.Writer, rows []pullResult) {
 
 func perAgentMS(d time.Duration, n int) float64 {
 	return float64(d) / float64(time.Millisecond) / float64(n)
+}
+
+// truncate shortens s to at most n bytes for a table cell.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
