@@ -62,19 +62,22 @@ var (
 // delegated one: Allow from cache for an agent's own requests, NoOpinion
 // for everything else.
 type allowCache struct {
-	agents   *Authorizer
-	delegate authorizer.Authorizer
+	agents *Authorizer
+	// reviewer answers the coarse question: the delegated authorizer,
+	// or one asking the same upstream through a client of its own
+	// (WithReviewer).
+	reviewer authorizer.Authorizer
 	ttl      time.Duration
 	answers  *utilcache.LRUExpireCache
 }
 
 var _ authorizer.Authorizer = &allowCache{}
 
-func newAllowCache(agents *Authorizer, delegate authorizer.Authorizer, ttl time.Duration, clock utilcache.Clock) *allowCache {
+func newAllowCache(agents *Authorizer, reviewer authorizer.Authorizer, ttl time.Duration, clock utilcache.Clock) *allowCache {
 	registerAllowCacheOnce.Do(func() { legacyregistry.MustRegister(allowCacheTotal) })
 	return &allowCache{
 		agents:   agents,
-		delegate: delegate,
+		reviewer: reviewer,
 		ttl:      ttl,
 		answers:  utilcache.NewLRUExpireCacheWithClock(allowCacheSize, clock),
 	}
@@ -91,7 +94,7 @@ func (c *allowCache) Authorize(ctx context.Context, attrs authorizer.Attributes)
 		allowCacheTotal.WithLabelValues("hit").Inc()
 		return authorizer.DecisionAllow, "", nil
 	}
-	decision, reason, err := c.delegate.Authorize(ctx, coarse(attrs))
+	decision, reason, err := c.reviewer.Authorize(ctx, coarse(attrs))
 	if decision != authorizer.DecisionAllow || err != nil {
 		allowCacheTotal.WithLabelValues("miss_delegated").Inc()
 		return authorizer.DecisionNoOpinion, "", nil

@@ -137,7 +137,7 @@ func TestAllowCache(t *testing.T) {
 	for _, tc := range tcs {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testingclock.NewFakeClock(time.Now())
-			authz, err := withDelegateAndClock(New(agents, rows), &tc.rbac, tc.ttl, clock)
+			authz, err := withDelegateAndClock(New(agents, rows), &tc.rbac, &tc.rbac, tc.ttl, clock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,6 +187,45 @@ func TestAllowCacheAsksForEveryName(t *testing.T) {
 			got.GetResource() != "downstreamcopies" || got.GetSubresource() != want.GetSubresource() || !got.IsResourceRequest() {
 			t.Errorf("%s %s: asked %+v, want the request's user, verb, namespace, resource and subresource", method, url, got)
 		}
+	}
+}
+
+// TestWithReviewer: the coarse question goes to the reviewer only; when
+// it does not allow, the delegate decides the request itself, and a
+// request that is not an agent's own never reaches the reviewer.
+func TestWithReviewer(t *testing.T) {
+	u := named("agent-edge1")
+	own := attributes(t, u, "GET", dcp+"?watch=1&fieldSelector=spec.cluster%3Dedge1")
+	admin := attributes(t, named("admin"), "GET", dcp+"/app.edge1.secret.s")
+
+	delegate, reviewer := &rbac{}, &rbac{}
+	authz, err := WithReviewer(New(agents, rows), delegate, reviewer, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if d, _, _ := authz.Authorize(context.Background(), own); d != authorizer.DecisionAllow {
+			t.Fatalf("the agent's own watch: %v, want Allow", d)
+		}
+	}
+	if len(reviewer.asked) != 1 || len(delegate.asked) != 0 {
+		t.Errorf("the agent's watch twice: reviewer asked %d, delegate %d; want 1 and 0", len(reviewer.asked), len(delegate.asked))
+	}
+	if d, _, _ := authz.Authorize(context.Background(), admin); d != authorizer.DecisionAllow || len(reviewer.asked) != 1 || len(delegate.asked) != 1 {
+		t.Errorf("someone else's request: %v, reviewer asked %d, delegate %d; want Allow, 1 and 1", d, len(reviewer.asked), len(delegate.asked))
+	}
+
+	delegate, reviewer = &rbac{}, &rbac{deny: true}
+	authz, err = WithReviewer(New(agents, rows), delegate, reviewer, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, _ := authz.Authorize(context.Background(), own); d != authorizer.DecisionAllow || len(reviewer.asked) != 1 || len(delegate.asked) != 1 {
+		t.Errorf("a coarse question not allowed: %v, reviewer asked %d, delegate %d; want the delegate's Allow, 1 and 1", d, len(reviewer.asked), len(delegate.asked))
+	}
+
+	if _, err := WithReviewer(New(agents, rows), delegate, nil, time.Minute); err == nil {
+		t.Error("a nil reviewer was accepted")
 	}
 }
 

@@ -2,12 +2,21 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
@@ -31,7 +40,7 @@ func TestPullDelivery(t *testing.T) {
 	v := &views{agents: index, downstreamCopies: memstore.New[*courier.DownstreamCopy](), upstream: fake.NewClientset()}
 	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
 	cfg.Authorization.Authorizer = authorizerfactory.NewAlwaysAllowAuthorizer()
-	payloads, err := pullDelivery(cfg, v, "up", agentauth.DefaultAllowCacheTTL)
+	payloads, err := pullDelivery(cfg, v, "up", nil, agentauth.DefaultAllowCacheTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +64,73 @@ func TestPullDelivery(t *testing.T) {
 	}
 
 	cfg.Authorization.Authorizer = nil
-	if _, err := pullDelivery(cfg, v, "up", agentauth.DefaultAllowCacheTTL); err == nil {
+	if _, err := pullDelivery(cfg, v, "up", nil, agentauth.DefaultAllowCacheTTL); err == nil {
 		t.Error("no authorizer to delegate to: no error")
+	}
+}
+
+// TestAgentReviewer: the agents' reviewer asks the upstream of
+// --authorization-kubeconfig a SubjectAccessReview with the question's
+// user and attributes and returns its answer; without a kubeconfig (and
+// outside a cluster) there is none, and a kubeconfig that cannot be read
+// is an error that names it.
+func TestAgentReviewer(t *testing.T) {
+	var asked atomic.Pointer[authorizationv1.SubjectAccessReview]
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var sar authorizationv1.SubjectAccessReview
+		if r.URL.Path != "/apis/authorization.k8s.io/v1/subjectaccessreviews" || json.NewDecoder(r.Body).Decode(&sar) != nil {
+			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		asked.Store(&sar)
+		sar.Status.Allowed = sar.Spec.User == "agent-edge1"
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&sar)
+	}))
+	defer upstream.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: up, cluster: {server: `+upstream.URL+`}}]
+users: [{name: courier, user: {token: t}}]
+contexts: [{name: up, context: {cluster: up, user: courier}}]
+current-context: up
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := genericoptions.NewDelegatingAuthorizationOptions()
+	opts.RemoteKubeConfigFile = kubeconfig
+	reviewer, err := agentReviewer(opts, 5)
+	if err != nil || reviewer == nil {
+		t.Fatalf("agentReviewer = %v, %v", reviewer, err)
+	}
+	attrs := func(name string) authorizer.Attributes {
+		return authorizer.AttributesRecord{User: &user.DefaultInfo{Name: name, Groups: []string{"courier:agents"}}, Verb: "watch",
+			ResourceRequest: true, APIGroup: courier.GroupName, Resource: "downstreamcopies", Namespace: "ws"}
+	}
+	if d, _, err := reviewer.Authorize(context.Background(), attrs("agent-edge1")); d != authorizer.DecisionAllow || err != nil {
+		t.Errorf("an allowed agent: %v, %v", d, err)
+	}
+	got := asked.Load()
+	if got == nil || got.Spec.User != "agent-edge1" || got.Spec.ResourceAttributes == nil ||
+		got.Spec.ResourceAttributes.Verb != "watch" || got.Spec.ResourceAttributes.Resource != "downstreamcopies" || got.Spec.ResourceAttributes.Namespace != "ws" {
+		t.Errorf("the review sent: %+v", got)
+	}
+	if d, _, _ := reviewer.Authorize(context.Background(), attrs("agent-edge2")); d == authorizer.DecisionAllow {
+		t.Errorf("an agent the upstream refuses: %v", d)
+	}
+
+	if r, err := agentReviewer(nil, 5); r != nil || err != nil {
+		t.Errorf("no authorization options: %v, %v", r, err)
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		if r, err := agentReviewer(genericoptions.NewDelegatingAuthorizationOptions(), 5); r != nil || err != nil {
+			t.Errorf("no kubeconfig outside a cluster: %v, %v", r, err)
+		}
+	}
+	opts.RemoteKubeConfigFile = filepath.Join(t.TempDir(), "missing")
+	if _, err := agentReviewer(opts, 5); err == nil || !strings.Contains(err.Error(), "agents' authorization reviews") {
+		t.Errorf("a kubeconfig that cannot be read: %v", err)
 	}
 }

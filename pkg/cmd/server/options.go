@@ -121,6 +121,10 @@ type Options struct {
 	// from the upstream is kept (pkg/agentauth/allowcache.go); zero asks
 	// the upstream about every request the delegated cache misses.
 	AgentAuthorizationCacheTTL time.Duration
+	// AgentAuthorizationQPS is how many of those questions a second
+	// Courier may ask the upstream (burst twice that): one per agent
+	// that reconnects to a replica which has not answered it yet.
+	AgentAuthorizationQPS int
 	// LeaderElection decides which replica writes: all serve the API and
 	// observe, the holder of the Lease writes.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
@@ -155,6 +159,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		AgentReportNamespace:                "courier-system",
 		DenySensitiveExports:                true,
 		AgentAuthorizationCacheTTL:          agentauth.DefaultAllowCacheTTL,
+		AgentAuthorizationQPS:               defaultAgentAuthorizationQPS,
 		LeaderElection:                      defaultLeaderElection(),
 		Shards:                              defaultShardOptions(),
 		StdOut:                              out,
@@ -187,6 +192,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Never export a Secret that a Fleet Cluster names as its kubeconfig, nor Secrets of type kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 or fleet.cattle.io/*, whatever a HelmOp lists (their rows are Denied). Set to false only to export such a Secret on purpose; sources annotated courier.dev/export: \"false\" are never exported either way.")
 	courier.DurationVar(&o.AgentAuthorizationCacheTTL, "agent-authorization-cache-ttl", o.AgentAuthorizationCacheTTL,
 		"How long Courier keeps the upstream's allow for a courier-agent's requests to its own Cluster's rows, asked once per agent, verb and subresource for any row rather than once per row (the agent authorizer still narrows every request to the agent's own rows). Requests through the aggregator are authorized by the kube-apiserver on every request anyway; this bounds how long a revoked agent can still reach Courier directly. 0 asks for every request.")
+	courier.IntVar(&o.AgentAuthorizationQPS, "agent-authorization-qps", o.AgentAuthorizationQPS,
+		"SubjectAccessReviews a second (burst twice that) Courier may send the upstream for courier-agents' allows (--agent-authorization-cache-ttl), apart from the generic delegated authorizer's 200. An agent that reconnects to a replica which has not asked for it yet costs one: after a rolling restart, every agent of the restarted replica.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	courier.DurationVar(&o.SummaryWindow, "summary-window", o.SummaryWindow,
@@ -254,6 +261,9 @@ func (o *Options) Validate() error {
 	}
 	if o.AgentAuthorizationCacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("--agent-authorization-cache-ttl must not be negative, got %s", o.AgentAuthorizationCacheTTL))
+	}
+	if o.AgentAuthorizationQPS < 1 {
+		errs = append(errs, fmt.Errorf("--agent-authorization-qps must be at least 1, got %d", o.AgentAuthorizationQPS))
 	}
 	if o.SummaryWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--summary-window must be positive, got %s", o.SummaryWindow))

@@ -83,7 +83,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	payloads, err := pullDelivery(genericConfig, views, upstreamID, o.AgentAuthorizationCacheTTL)
+	reviewer, err := agentReviewer(o.RecommendedOptions.Authorization, o.AgentAuthorizationQPS)
+	if err != nil {
+		return err
+	}
+	payloads, err := pullDelivery(genericConfig, views, upstreamID, reviewer, o.AgentAuthorizationCacheTTL)
 	if err != nil {
 		return err
 	}
