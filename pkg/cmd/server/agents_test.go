@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -132,5 +134,75 @@ current-context: up
 	opts.RemoteKubeConfigFile = filepath.Join(t.TempDir(), "missing")
 	if _, err := agentReviewer(opts, 5); err == nil || !strings.Contains(err.Error(), "agents' authorization reviews") {
 		t.Errorf("a kubeconfig that cannot be read: %v", err)
+	}
+}
+
+// blockingTransport answers each request once its test lets it, counting
+// the requests it holds at once.
+type blockingTransport struct {
+	mu            sync.Mutex
+	holding, most int
+	arrived       chan struct{}
+	answer        chan struct{}
+}
+
+func (b *blockingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	b.holding++
+	b.most = max(b.most, b.holding)
+	b.mu.Unlock()
+	b.arrived <- struct{}{}
+	<-b.answer
+	b.mu.Lock()
+	b.holding--
+	b.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
+
+// TestLimitInFlight: at most n requests reach the transport until their
+// bodies are closed; a request waiting for a slot gives up with its
+// context.
+func TestLimitInFlight(t *testing.T) {
+	b := &blockingTransport{arrived: make(chan struct{}), answer: make(chan struct{})}
+	rt := limitInFlight(2)(b)
+	get := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://upstream/x", nil)
+		return rt.RoundTrip(req)
+	}
+	responses := make(chan *http.Response, 3)
+	for range 3 {
+		go func() {
+			resp, err := get(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			responses <- resp
+		}()
+	}
+	<-b.arrived
+	<-b.arrived
+	// Two hold the slots; a third request with a context that ends gives
+	// up without reaching the transport.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := get(ctx); err == nil {
+		t.Error("a request whose context ended while waiting for a slot went through")
+	}
+	b.answer <- struct{}{}
+	first := <-responses
+	select {
+	case <-b.arrived:
+		t.Fatal("a third request reached the transport before a body was closed")
+	default:
+	}
+	first.Body.Close()
+	<-b.arrived // the third request, now that a slot is free
+	b.answer <- struct{}{}
+	b.answer <- struct{}{}
+	for range 2 {
+		(<-responses).Body.Close()
+	}
+	if b.most != 2 {
+		t.Errorf("at most %d requests at once reached the transport, want 2", b.most)
 	}
 }
