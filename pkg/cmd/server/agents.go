@@ -59,6 +59,16 @@ func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID 
 	}, nil
 }
 
+// pullDelivery is pullDelivery with the agents' reviewer and allow TTL
+// of o.
+func (o *Options) pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID string) (apiserver.PayloadConfig, error) {
+	reviewer, err := agentReviewer(o.RecommendedOptions.Authorization, o.AgentAuthorizationQPS)
+	if err != nil {
+		return apiserver.PayloadConfig{}, err
+	}
+	return pullDelivery(cfg, v, upstreamID, reviewer, o.AgentAuthorizationCacheTTL)
+}
+
 // agentReviewer is the agents' allow cache's reviewer
 // (agentauth.WithReviewer): a SubjectAccessReview authorizer like the
 // delegated one -- the same kubeconfig, timeout, retries and answer TTLs

@@ -83,11 +83,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reviewer, err := agentReviewer(o.RecommendedOptions.Authorization, o.AgentAuthorizationQPS)
-	if err != nil {
-		return err
-	}
-	payloads, err := pullDelivery(genericConfig, views, upstreamID, reviewer, o.AgentAuthorizationCacheTTL)
+	payloads, err := o.pullDelivery(genericConfig, views, upstreamID)
 	if err != nil {
 		return err
 	}
