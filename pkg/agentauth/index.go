@@ -100,15 +100,15 @@ func WithDelegate(a *Authorizer, delegate authorizer.Authorizer, allowTTL time.D
 // costs one: 10,000 agents moving to a restarted replica waited 50 s for
 // their reviews (docs/pull.md).
 func WithReviewer(a *Authorizer, delegate, reviewer authorizer.Authorizer, allowTTL time.Duration) (authorizer.Authorizer, error) {
-	if reviewer == nil {
-		return nil, fmt.Errorf("the agents' allow cache needs an authorizer to ask")
-	}
 	return withDelegateAndClock(a, delegate, reviewer, allowTTL, clock.RealClock{})
 }
 
 func withDelegateAndClock(a *Authorizer, delegate, reviewer authorizer.Authorizer, allowTTL time.Duration, clk clock.PassiveClock) (authorizer.Authorizer, error) {
 	if delegate == nil {
 		return nil, fmt.Errorf("the agent authorizer needs an authorizer to delegate to")
+	}
+	if reviewer == nil {
+		return nil, fmt.Errorf("the agents' allow cache needs an authorizer to ask")
 	}
 	if allowTTL < 0 {
 		return nil, fmt.Errorf("the agents' allow cache TTL must not be negative, got %s", allowTTL)

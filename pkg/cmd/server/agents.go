@@ -39,13 +39,14 @@ import (
 // placed first, its denials also hold for system:masters, whom the
 // delegated authorizer allows without asking. An agent's own requests are
 // allowed from the upstream's answer for any row, kept allowTTL
-// (pkg/agentauth/allowcache.go), asked of reviewer when there is one.
+// (pkg/agentauth/allowcache.go), asked of reviewer (nil: the delegated
+// authorizer).
 func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID string, reviewer authorizer.Authorizer, allowTTL time.Duration) (apiserver.PayloadConfig, error) {
 	agents := agentauth.New(v.agents, agentauth.StoreRows{Store: v.downstreamCopies})
-	authz, err := agentauth.WithDelegate(agents, cfg.Authorization.Authorizer, allowTTL)
-	if reviewer != nil {
-		authz, err = agentauth.WithReviewer(agents, cfg.Authorization.Authorizer, reviewer, allowTTL)
+	if reviewer == nil {
+		reviewer = cfg.Authorization.Authorizer
 	}
+	authz, err := agentauth.WithReviewer(agents, cfg.Authorization.Authorizer, reviewer, allowTTL)
 	if err != nil {
 		return apiserver.PayloadConfig{}, err
 	}
