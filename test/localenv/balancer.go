@@ -16,9 +16,29 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// probeInterval is how often the Balancer asks each replica's /readyz: the
-// kubelet's readiness probe at its fastest setting.
+// probeInterval is how often the Balancer asks each replica's /readyz,
+// faster than the kubelet's fastest (1 s), so that a started replica joins
+// the endpoints soon after it is ready.
 const probeInterval = 200 * time.Millisecond
+
+// unansweredLimit is how long a replica's probes may go unanswered (each
+// times out after 1 s) before it leaves the endpoints: the chart's
+// readinessProbe, failureThreshold 3 probes periodSeconds 5 apart, the
+// third timing out 10 s after the first. A replica too busy to answer a
+// probe within a second stays in, as it would in a cluster. A replica
+// that answers "not ready" (shutting down, not synced) or refuses the
+// connection (gone) leaves at once: Kubernetes takes a terminating Pod
+// out of a Service's endpoints without waiting for probes.
+const unansweredLimit = 10 * time.Second
+
+// probeOutcome is what one readiness probe found.
+type probeOutcome int
+
+const (
+	probeReady      probeOutcome = iota // 200
+	probeNotReady                       // answered, not 200; or the connection refused or broken
+	probeUnanswered                     // no answer within the probe's timeout
+)
 
 // Balancer plays the Service in front of several Courier replicas, as
 // kube-proxy and the kubelet's readiness probes do in a cluster: each TCP
@@ -35,6 +55,8 @@ type Balancer struct {
 	next     atomic.Uint64
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
+	// dropped counts connections closed because no replica was ready.
+	dropped atomic.Int64
 }
 
 type backend struct {
@@ -42,6 +64,29 @@ type backend struct {
 	health string
 	client *http.Client
 	ready  atomic.Bool
+	// unansweredSince is when its probes began to go unanswered; zero
+	// while they are answered (the probe loop's own).
+	unansweredSince time.Time
+	// unready counts the times the replica left the endpoints.
+	unready atomic.Int64
+}
+
+// BalancerStats is what the Balancer did to connections: what a Service
+// would show as endpoints coming and going.
+type BalancerStats struct {
+	// Dropped is the connections closed because no replica was ready.
+	Dropped int64
+	// Unready is the times a replica left the endpoints, all replicas.
+	Unready int64
+}
+
+// Stats returns the counts since the Balancer started.
+func (b *Balancer) Stats() BalancerStats {
+	s := BalancerStats{Dropped: b.dropped.Load()}
+	for _, be := range b.backends {
+		s.Unready += be.unready.Load()
+	}
+	return s
 }
 
 // newBalancer listens on a port reserved for e and forwards to the
@@ -77,18 +122,53 @@ func (be *backend) probe(ctx context.Context) {
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
 	for {
-		resp, err := be.client.Get(be.health)
-		ok := err == nil && resp.StatusCode == http.StatusOK
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		be.ready.Store(ok)
+		be.observe(be.probeOnce(), time.Now())
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// probeOnce asks the replica's /readyz once.
+func (be *backend) probeOnce() probeOutcome {
+	resp, err := be.client.Get(be.health)
+	if err != nil {
+		var nerr net.Error
+		if errors.As(err, &nerr) && nerr.Timeout() {
+			return probeUnanswered
+		}
+		return probeNotReady
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return probeNotReady
+	}
+	return probeReady
+}
+
+// observe takes the outcome of a probe that ended at now: in at the first
+// ready answer; out at a not-ready one, or once probes have gone
+// unanswered for unansweredLimit. Only the probe loop calls it.
+func (be *backend) observe(o probeOutcome, now time.Time) {
+	leave := false
+	switch o {
+	case probeReady:
+		be.unansweredSince = time.Time{}
+		be.ready.Store(true)
+	case probeNotReady:
+		be.unansweredSince = time.Time{}
+		leave = true
+	case probeUnanswered:
+		if be.unansweredSince.IsZero() {
+			be.unansweredSince = now
+		}
+		leave = now.Sub(be.unansweredSince) >= unansweredLimit
+	}
+	if leave && be.ready.Swap(false) {
+		be.unready.Add(1)
 	}
 }
 
@@ -152,6 +232,7 @@ func (b *Balancer) forward(ctx context.Context, conn net.Conn) {
 		}
 	}
 	if up == nil {
+		b.dropped.Add(1)
 		return // no ready replica: the Service has no endpoints
 	}
 	defer up.Close()
