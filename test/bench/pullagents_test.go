@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +75,10 @@ type agentFleet struct {
 	opened       atomic.Int64 // watches opened
 	openErrors   atomic.Int64 // watch opens refused or failed
 	lastOpenErr  atomic.Value // the last of them, a string
-	gone         atomic.Int64 // 410 answers (resume point no longer served)
+	openCodesMu  sync.Mutex
+	openCodes    map[int32]int64  // watch opens refused or failed, by HTTP status (0: no answer)
+	openExamples map[int32]string // the first error of each status
+	gone         atomic.Int64     // 410 answers (resume point no longer served)
 	payloadErrs  atomic.Int64
 
 	// arrival, when set, is told of each agent's first sight of a new
@@ -132,6 +139,7 @@ func (f *agentFleet) run(ctx context.Context, i int) {
 			}
 			f.openErrors.Add(1)
 			f.lastOpenErr.Store(err.Error())
+			f.countOpenError(err)
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				f.gone.Add(1)
 				a.mu.Lock()
@@ -156,6 +164,36 @@ func (f *agentFleet) run(ctx context.Context, i int) {
 			backoff = 800 * time.Millisecond
 		}
 	}
+}
+
+// countOpenError counts err by the HTTP status it carries.
+func (f *agentFleet) countOpenError(err error) {
+	var code int32
+	if s, ok := err.(apierrors.APIStatus); ok {
+		code = s.Status().Code
+	}
+	f.openCodesMu.Lock()
+	defer f.openCodesMu.Unlock()
+	if f.openCodes == nil {
+		f.openCodes, f.openExamples = map[int32]int64{}, map[int32]string{}
+	}
+	if f.openCodes[code]++; f.openCodes[code] == 1 {
+		f.openExamples[code] = err.Error()
+	}
+}
+
+// openErrorCodes says how many opens were refused or failed with each
+// HTTP status so far, and the first error of each ("503: 12 (the first: ...)";
+// 0 is no answer).
+func (f *agentFleet) openErrorCodes() string {
+	f.openCodesMu.Lock()
+	defer f.openCodesMu.Unlock()
+	codes := slices.Sorted(maps.Keys(f.openCodes))
+	parts := make([]string, 0, len(codes))
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d: %d (the first: %s)", c, f.openCodes[c], ends(f.openExamples[c], 240)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // open starts a's watch: a resume from lastRV, or a watch-list.

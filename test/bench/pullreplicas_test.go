@@ -22,6 +22,15 @@ func pullReplicas(t *testing.T) int {
 // there are several).
 type replicaSet struct {
 	rs []*localenv.Courier
+	lb *localenv.Balancer // nil with one replica
+}
+
+// service is what the Balancer did to connections so far (zero without one).
+func (s *replicaSet) service() localenv.BalancerStats {
+	if s.lb == nil {
+		return localenv.BalancerStats{}
+	}
+	return s.lb.Stats()
 }
 
 // startPullReplicas replaces the suite's Courier with n replicas (n > 1)
@@ -50,7 +59,7 @@ func startPullReplicas(t *testing.T, ctx context.Context, n int) (*replicaSet, f
 		t.Fatalf("starting %d Courier replicas: %v", n, err)
 	}
 	courier = rs[0]
-	return &replicaSet{rs: rs}, func() {
+	return &replicaSet{rs: rs, lb: lb}, func() {
 		for _, r := range rs {
 			r.Stop()
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -23,6 +26,7 @@ import (
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/test/fleetsim"
+	"github.com/courier-dev/courier/test/localenv"
 )
 
 // pullResult is the pull row (issues 12 and 27): N simulated agents, each
@@ -36,10 +40,13 @@ type pullResult struct {
 	connect          time.Duration // from the first watch opened to every agent watching
 	connectCPU       time.Duration // Courier's CPU over that span
 	connectErrors    int64
-	connectLastError string // the last of them
-	rssBefore        int64  // Courier's RSS before any agent connected, all replicas
-	rssWatching      int64  // with every agent watching, idle: the largest replica
-	rssWatchingTotal int64  // all replicas
+	connectLastError string                 // the last of them
+	connectService   localenv.BalancerStats // the Service (localenv's Balancer) over the connect
+	connectCodes     string                 // connectErrors by HTTP status
+	connectUpstream  string                 // the upstream's APIService unavailability over the connect
+	rssBefore        int64                  // Courier's RSS before any agent connected, all replicas
+	rssWatching      int64                  // with every agent watching, idle: the largest replica
+	rssWatchingTotal int64                  // all replicas
 
 	// source changes, one after another: the median by p99, and each
 	received       int
@@ -88,13 +95,7 @@ func testPull(t *testing.T) {
 	n := pullAgents(t)
 	ctx := context.Background()
 	up := fastUpstream(t)
-	cfg := rest.CopyConfig(env.Upstream.Config)
-	cfg.QPS, cfg.Burst = -1, 0 // no client-side limit: the agents are N processes
-	cfg.Timeout = 0
-	fc, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fc := agentsClient(t)
 	const ws = "bench-pull-ws"
 	name := func(i int) string { return fmt.Sprintf("a%d", i) }
 	set, restore := startPullReplicas(t, ctx, pullReplicas(t))
@@ -124,15 +125,24 @@ func testPull(t *testing.T) {
 		}
 	}()
 	_, res.rssBefore = set.rss(t, ctx, false)
-	c0, t0 := set.cpu(t, -1), time.Now()
+	up0, err := scrapeFrom(ctx, env.Upstream.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, t0, svc0 := set.cpu(t, -1), time.Now(), set.service()
 	stopProfile := startCPUProfile(t, fmt.Sprintf("cpu-pull-%d-connect.pprof", n), profileSeconds(t))
 	wg = f.start(runCtx)
 	if !waitFor(10*time.Minute, func() bool { return f.allWatchingSince(t0) }) {
 		t.Fatalf("%d of %d agents watching after 10 minutes (%d watch opens failed, the last with: %v)", f.watching.Load(), n, f.openErrors.Load(), f.lastOpenErr.Load())
 	}
 	res.connect, res.connectCPU, res.connectErrors = f.lastWatching().Sub(t0), set.cpu(t, -1)-c0, f.openErrors.Load()
+	svc := set.service()
+	res.connectService = localenv.BalancerStats{Dropped: svc.Dropped - svc0.Dropped, Unready: svc.Unready - svc0.Unready}
+	if up1, err := scrapeFrom(ctx, env.Upstream.Config); err == nil {
+		res.connectUpstream = apiServiceUnavailable(up0, up1)
+	}
 	if e, ok := f.lastOpenErr.Load().(string); ok && res.connectErrors > 0 {
-		res.connectLastError = e
+		res.connectLastError, res.connectCodes = e, f.openErrorCodes()
 	}
 	stopProfile()
 	set.waitIdle(t)
@@ -151,6 +161,38 @@ func testPull(t *testing.T) {
 	}
 	res.rssAfter, _ = set.rss(t, ctx, true)
 	results.addPull(res)
+}
+
+// agentsDials bounds the connections the simulated agents' client dials
+// at once. Go's HTTP transport dials a connection for every request that
+// finds its HTTP/2 connections full, and shares each new one with every
+// request waiting; unbounded, 10,000 watches opened in one instant dialed
+// until this process ran out of file descriptors (20,000 here), failing
+// thousands of opens before they reached the upstream. Real agents are
+// separate processes with a connection each; the bound keeps the
+// benchmark's own limits out of the figures.
+const agentsDials = 32
+
+// agentsClient is the simulated agents' client: the upstream admin's,
+// without a client-side rate limit (the agents are N processes), and with
+// at most agentsDials connections being dialed at once.
+func agentsClient(t *testing.T) versioned.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Upstream.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Timeout = 0
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := utilnet.SetTransportDefaults(&http.Transport{TLSClientConfig: tlsConfig, MaxConnsPerHost: agentsDials})
+	cfg.TLSClientConfig = rest.TLSClientConfig{}
+	cfg.Transport = tr
+	fc, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fc
 }
 
 // setupPull creates ws with the source s0, n pulled Clusters, their
@@ -416,6 +458,26 @@ func upstreamWrites(before, after metrics) (float64, string) {
 	return total, strings.Join(parts, ", ")
 }
 
+// apiServiceUnavailable says how often, and why, the upstream's
+// availability controller marked Courier's APIService unavailable between
+// two scrapes: while it is, the aggregator answers every courier.dev
+// request 503.
+func apiServiceUnavailable(before, after metrics) string {
+	by := map[string]float64{}
+	for series, v := range after {
+		name, labels, _ := strings.Cut(series, "{")
+		if d := v - before[series]; d > 0 && name == "aggregator_unavailable_apiservice_total" && strings.Contains(label(labels, "name"), courierapi.GroupName) {
+			by[label(labels, "reason")] += d
+		}
+	}
+	keys := slices.Sorted(maps.Keys(by))
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %.0f", k, by[k]))
+	}
+	return orNone(strings.Join(parts, ", "))
+}
+
 // flowControl says, for the upstream's priority levels that served the
 // most requests between two scrapes, how many, their mean wait in the
 // queue and mean execution: whether heartbeats waited for a seat.
@@ -502,6 +564,10 @@ func printPull(w io.Writer, rows []pullResult) {
 		if p.connectLastError != "" {
 			fmt.Fprintf(tw, "  the last open refused or failed\t-\t%s\t-\n", truncate(p.connectLastError, 160))
 		}
+		if p.replicas > 1 {
+			fmt.Fprintf(tw, "  the Service (localenv's Balancer): replicas leaving the endpoints (a failed /readyz probe); connections closed with none ready\t-\t%d; %d\t-\n",
+				p.connectService.Unready, p.connectService.Dropped)
+		}
 		fmt.Fprintf(tw, "Courier CPU per connecting agent (first connect, all replicas)\t-\t%.2f ms\t-\n", perAgentMS(p.connectCPU, n))
 		fmt.Fprintf(tw, "Courier RSS per replica holding the watches (largest; all: %.0f MiB)\t<= 1024 MiB\t%.0f MiB\t%s\n",
 			mib(p.rssWatchingTotal), mib(p.rssWatching), verdict(mib(p.rssWatching) <= 1024))
@@ -546,6 +612,10 @@ func printPull(w io.Writer, rows []pullResult) {
 				st.payloadCounter, st.payloadAgents, verdict(st.payloadCounter == 0 && st.payloadAgents == 0))
 		}
 		tw.Flush()
+		if p.connectCodes != "" {
+			fmt.Fprintf(w, "  first connect, opens refused or failed by HTTP status (0: no answer): %s\n", p.connectCodes)
+		}
+		fmt.Fprintf(w, "  first connect, Courier's APIService marked unavailable upstream (the aggregator then answers 503): %s\n", orNone(p.connectUpstream))
 		for _, st := range p.steps {
 			fmt.Fprintf(w, "  restart of %s: old process gone %.1f s after SIGTERM (exited on its own: %t), new one ready %.1f s after; %d watch opens refused or failed meanwhile (%d of them 410); Courier CPU in the step: new process %.1f s, other replicas %.1f s\n",
 				st.replica, st.stopTook.Seconds(), st.exitedOnItsOwn, st.readyAfter.Seconds(), st.openErrors, st.gone, st.newCPU.Seconds(), (st.cpu - st.newCPU).Seconds())
@@ -567,4 +637,13 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// ends keeps the first and the last n/2 bytes of s: a client error names
+// the request first and its cause last.
+func ends(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n/2] + "…" + s[len(s)-n/2:]
 }
