@@ -138,9 +138,11 @@ func testPull(t *testing.T) {
 	res.connect, res.connectCPU, res.connectErrors = f.lastWatching().Sub(t0), set.cpu(t, -1)-c0, f.openErrors.Load()
 	svc := set.service()
 	res.connectService = localenv.BalancerStats{Dropped: svc.Dropped - svc0.Dropped, Unready: svc.Unready - svc0.Unready}
-	if up1, err := scrapeFrom(ctx, env.Upstream.Config); err == nil {
-		res.connectUpstream = apiServiceUnavailable(up0, up1)
+	up1, err := scrapeFrom(ctx, env.Upstream.Config)
+	if err != nil {
+		t.Fatal(err)
 	}
+	res.connectUpstream = apiServiceUnavailable(up0, up1)
 	if e, ok := f.lastOpenErr.Load().(string); ok && res.connectErrors > 0 {
 		res.connectLastError, res.connectCodes = e, f.openErrorCodes()
 	}
@@ -565,7 +567,7 @@ func printPull(w io.Writer, rows []pullResult) {
 			fmt.Fprintf(tw, "  the last open refused or failed\t-\t%s\t-\n", truncate(p.connectLastError, 160))
 		}
 		if p.replicas > 1 {
-			fmt.Fprintf(tw, "  the Service (localenv's Balancer): replicas leaving the endpoints (a failed /readyz probe); connections closed with none ready\t-\t%d; %d\t-\n",
+			fmt.Fprintf(tw, "  the Service (localenv's Balancer): replicas leaving the endpoints (answered not ready, refused, or 10 s unanswered); connections closed with none ready\t-\t%d; %d\t-\n",
 				p.connectService.Unready, p.connectService.Dropped)
 		}
 		fmt.Fprintf(tw, "Courier CPU per connecting agent (first connect, all replicas)\t-\t%.2f ms\t-\n", perAgentMS(p.connectCPU, n))
