@@ -12,7 +12,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes"
@@ -71,11 +70,12 @@ func (o *Options) pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views
 }
 
 // agentReviewer is the agents' allow cache's reviewer
-// (agentauth.WithReviewer): a SubjectAccessReview authorizer like the
-// delegated one -- the same kubeconfig, timeout, retries and answer TTLs
-// -- whose client may send qps reviews a second, burst twice that, where
-// the delegated authorizer's client is fixed at 200. nil when there is no
-// kubeconfig to review with; the delegated authorizer then answers.
+// (agentauth.WithReviewer): SubjectAccessReviews sent with the delegated
+// authorizer's kubeconfig and timeout through a client that may send qps
+// reviews a second, burst twice that, where the delegated authorizer's
+// client is fixed at 200. It keeps no answers (agentauth.Reviewer): the
+// allow cache does. nil when there is no kubeconfig to review with; the
+// delegated authorizer then answers.
 func agentReviewer(a *genericoptions.DelegatingAuthorizationOptions, qps int) (authorizer.Authorizer, error) {
 	if a == nil {
 		return nil, nil
@@ -104,12 +104,7 @@ func agentReviewer(a *genericoptions.DelegatingAuthorizationOptions, qps int) (a
 	if err != nil {
 		return nil, err
 	}
-	return authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: client.AuthorizationV1(),
-		AllowCacheTTL:             a.AllowCacheTTL,
-		DenyCacheTTL:              a.DenyCacheTTL,
-		WebhookRetryBackoff:       a.WebhookRetryBackoff,
-	}.New()
+	return agentauth.Reviewer{Client: client.AuthorizationV1().SubjectAccessReviews()}, nil
 }
 
 // agentReviewsInFlight bounds the agents' reviews waiting on the upstream

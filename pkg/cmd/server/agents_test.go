@@ -20,6 +20,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/kubernetes/fake"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
@@ -79,9 +80,15 @@ func TestPullDelivery(t *testing.T) {
 func TestAgentReviewer(t *testing.T) {
 	var asked atomic.Pointer[authorizationv1.SubjectAccessReview]
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
 		var sar authorizationv1.SubjectAccessReview
-		if r.URL.Path != "/apis/authorization.k8s.io/v1/subjectaccessreviews" || json.NewDecoder(r.Body).Decode(&sar) != nil {
+		if r.URL.Path != "/apis/authorization.k8s.io/v1/subjectaccessreviews" || err != nil {
 			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		// client-go sends protobuf or JSON, as it is configured.
+		if _, _, err := clientscheme.Codecs.UniversalDeserializer().Decode(body, nil, &sar); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		asked.Store(&sar)
