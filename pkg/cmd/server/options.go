@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -39,6 +40,7 @@ import (
 	"github.com/courier-dev/courier/pkg/engine"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
 	"github.com/courier-dev/courier/pkg/leaderelect"
+	"github.com/courier-dev/courier/pkg/watchsetup"
 )
 
 func init() {
@@ -128,6 +130,9 @@ type Options struct {
 	// LeaderElection decides which replica writes: all serve the API and
 	// observe, the holder of the Lease writes.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// MaxWatchSetupsInflight bounds the watch requests being set up at
+	// once (pkg/watchsetup); 0 leaves them unbounded.
+	MaxWatchSetupsInflight int
 	// Shards shares delivery among every replica (sharding.go); the
 	// leader keeps what stays single-owner: field copies and the view's
 	// Warning Events.
@@ -160,6 +165,7 @@ func NewOptions(out, errOut io.Writer) *Options {
 		DenySensitiveExports:                true,
 		AgentAuthorizationCacheTTL:          agentauth.DefaultAllowCacheTTL,
 		AgentAuthorizationQPS:               defaultAgentAuthorizationQPS,
+		MaxWatchSetupsInflight:              defaultMaxWatchSetupsInflight,
 		LeaderElection:                      defaultLeaderElection(),
 		Shards:                              defaultShardOptions(),
 		StdOut:                              out,
@@ -176,6 +182,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
 	fss.FlagSet("generic").DurationVar(&o.ShutdownWatchTerminationGracePeriod, "shutdown-watch-termination-grace-period", o.ShutdownWatchTerminationGracePeriod,
 		"On SIGTERM, every watch this server serves is ended (clients such as courier-agents and kubectl wait reconnect, through the Service, to another replica). With --feature-gates=APIServingWithRoutine=false (or an audit policy) the server also waits at most this long for them to drain before it stops; with the gate on, Courier's default, a watch is no longer counted once it is set up, and nothing is waited for. Zero leaves watches open until the shutdown timeout (60s), which holds a rolling update back.")
+	fss.FlagSet("generic").IntVar(&o.MaxWatchSetupsInflight, "max-watch-setups-inflight", o.MaxWatchSetupsInflight,
+		"Watch requests this server sets up at once, from their arrival until their watcher is registered (authentication and authorization, a SubjectAccessReview for an agent new to this replica, included). Others wait for a slot before any filter runs, up to 15s, and are then answered 429 with Retry-After: 1. Bounds the memory of every agent reconnecting in the same instant. 0: no bound. Ignored with --enable-priority-and-fairness, which holds a watch's seat until it is set up.")
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
 	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
@@ -265,6 +273,9 @@ func (o *Options) Validate() error {
 	if o.AgentAuthorizationQPS < 1 {
 		errs = append(errs, fmt.Errorf("--agent-authorization-qps must be at least 1, got %d", o.AgentAuthorizationQPS))
 	}
+	if o.MaxWatchSetupsInflight < 0 {
+		errs = append(errs, fmt.Errorf("--max-watch-setups-inflight must not be negative, got %d", o.MaxWatchSetupsInflight))
+	}
 	if o.SummaryWindow <= 0 {
 		errs = append(errs, fmt.Errorf("--summary-window must be positive, got %s", o.SummaryWindow))
 	}
@@ -301,5 +312,23 @@ func (o *Options) ServerConfig() (*genericapiserver.RecommendedConfig, error) {
 	// shutdown waits for the stream until its 60 s timeout: a rolling
 	// update stalled, and the agents were not told to move on.
 	cfg.ShutdownWatchTerminationGracePeriod = o.ShutdownWatchTerminationGracePeriod
+	cfg.BuildHandlerChainFunc = handlerChain(o.MaxWatchSetupsInflight, cfg.FlowControl != nil)
 	return cfg, nil
+}
+
+// defaultMaxWatchSetupsInflight keeps the agents' reviews (at most 100 in
+// flight, agentReviewsInFlight) busy with as many setups waiting behind
+// them, a few MiB of setups at once.
+const defaultMaxWatchSetupsInflight = 200
+
+// handlerChain is the generic server's handler chain with watch setups
+// bounded outside all of it (pkg/watchsetup), unless priority and
+// fairness, which bounds them itself, is on.
+func handlerChain(maxWatchSetups int, priorityAndFairness bool) func(http.Handler, *genericapiserver.Config) http.Handler {
+	if priorityAndFairness {
+		maxWatchSetups = 0
+	}
+	return func(h http.Handler, c *genericapiserver.Config) http.Handler {
+		return watchsetup.Limit(genericapiserver.DefaultBuildHandlerChain(h, c), maxWatchSetups, c.RequestInfoResolver, c.Serializer)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/watch"
 	apistorage "k8s.io/apiserver/pkg/storage"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	"k8s.io/klog/v2"
 )
 
@@ -111,6 +112,10 @@ func (s *Store[T]) watch(ctx context.Context, namespace string, index *string, s
 		done:      make(chan struct{}),
 	}
 
+	// The watch is set up once this returns, its first events queued or
+	// refused: tell whoever bounds watch setups (pkg/watchsetup, or
+	// priority and fairness), as the kube-apiserver's watch cache does.
+	defer utilflowcontrol.WatchInitialized(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
