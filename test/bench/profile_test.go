@@ -163,17 +163,21 @@ func saveHeapProfile(t *testing.T, name string) {
 }
 
 // saveHeapProfiles writes each replica's heap profile, to
-// <prefix>-<replica>.pprof: the Service spreads the agents' watches by
-// connection, so the first replica may hold none of them.
+// <prefix>-<replica>.pprof, and its goroutines with their stacks, to
+// <prefix>-<replica>.goroutines.txt (what a watch's goroutine holds when
+// idle): the Service spreads the agents' watches by connection, so the
+// first replica may hold none of them.
 func (s *replicaSet) saveHeapProfiles(t *testing.T, prefix string) {
 	dir := profileDir()
 	if dir == "" {
 		return
 	}
 	for _, c := range s.rs {
-		file := filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", prefix, c.Name()))
-		if err := saveProfileFrom(c.Config, "/debug/pprof/heap", file, time.Minute); err != nil {
-			t.Logf("heap profile %s: %v", file, err)
+		for path, suffix := range map[string]string{"/debug/pprof/heap": ".pprof", "/debug/pprof/goroutine?debug=1": ".goroutines.txt"} {
+			file := filepath.Join(dir, fmt.Sprintf("%s-%s%s", prefix, c.Name(), suffix))
+			if err := saveProfileFrom(c.Config, path, file, time.Minute); err != nil {
+				t.Logf("profile %s: %v", file, err)
+			}
 		}
 	}
 }
