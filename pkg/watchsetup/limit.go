@@ -27,6 +27,7 @@ package watchsetup
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,9 +146,14 @@ func take(req *http.Request, slots chan struct{}, maxWait time.Duration) bool {
 }
 
 // isWatch reports whether req asks for a watch: a GET with watch=true or
-// under /watch/, as request info resolves it.
+// under /watch/, as request info resolves it. Every GET passes here, and
+// the chain resolves its request info again: one that cannot be a watch
+// is told apart without it.
 func isWatch(req *http.Request, resolver request.RequestInfoResolver) bool {
 	if req.Method != http.MethodGet {
+		return false
+	}
+	if !strings.Contains(req.URL.RawQuery, "watch") && !strings.Contains(req.URL.Path, "/watch/") {
 		return false
 	}
 	info, err := resolver.NewRequestInfo(req)
