@@ -22,9 +22,11 @@ import (
 //
 // The output is byte for byte what the plain JSON serializer writes: the
 // list's envelope comes from that serializer, and each row is encoded the
-// way its streaming list encoder encodes an item. Everything else
-// (other media types, other kinds, pretty JSON, single rows) goes to the
-// wrapped serializer unchanged.
+// way its streaming list encoder encodes an item. The JSON watch stream's
+// event envelopes, of every resource of the group, are written around
+// their objects' bytes (watchEventSerializer). Everything else (other
+// media types, other kinds, pretty JSON, single rows) goes to the wrapped
+// serializer unchanged.
 type rowEncodings struct {
 	runtime.NegotiatedSerializer
 	rows *rowEncodingCache
@@ -37,14 +39,24 @@ func newRowEncodings(ns runtime.NegotiatedSerializer) rowEncodings {
 }
 
 // SupportedMediaTypes is the wrapped serializer's, with the plain JSON
-// serializer encoding downstreamcopies lists from the cache.
+// serializer encoding downstreamcopies lists from the cache, and its
+// stream serializer writing watch events' envelopes directly
+// (watchencoding.go).
 func (r rowEncodings) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := r.NegotiatedSerializer.SupportedMediaTypes()
 	out := make([]runtime.SerializerInfo, len(infos))
 	copy(out, infos)
 	for i := range out {
-		if out[i].MediaType == runtime.ContentTypeJSON && out[i].Serializer != nil {
+		if out[i].MediaType != runtime.ContentTypeJSON {
+			continue
+		}
+		if out[i].Serializer != nil {
 			out[i].Serializer = rowListSerializer{Serializer: out[i].Serializer, rows: r.rows}
+		}
+		if st := out[i].StreamSerializer; st != nil && st.Serializer != nil {
+			stream := *st // the wrapped factory's own stays as it is
+			stream.Serializer = watchEventSerializer{Serializer: st.Serializer}
+			out[i].StreamSerializer = &stream
 		}
 	}
 	return out
