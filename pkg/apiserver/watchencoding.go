@@ -45,14 +45,23 @@ func (s watchEventSerializer) Encode(obj runtime.Object, w io.Writer) error {
 	if !compactAndEscaped(raw) {
 		return s.Serializer.Encode(obj, w)
 	}
-	bw := &errWriter{w: w}
-	bw.write([]byte(`{"type":"`))
-	bw.write([]byte(ev.Type))
-	bw.write([]byte(`","object":`))
-	bw.write(raw)
-	bw.write([]byte("}\n"))
-	return bw.err
+	// One write of the head, one of the object and one of the tail: the
+	// writer is the watch encoder's buffer, and every part written through
+	// an interface is allocated.
+	head := make([]byte, 0, len(`{"type":"","object":`)+len(ev.Type))
+	head = append(append(append(head, `{"type":"`...), ev.Type...), `","object":`...)
+	if _, err := w.Write(head); err != nil {
+		return err
+	}
+	if _, err := w.Write(raw); err != nil {
+		return err
+	}
+	_, err := w.Write(envelopeTail)
+	return err
 }
+
+// envelopeTail closes an event's envelope, with encoding/json's newline.
+var envelopeTail = []byte("}\n")
 
 // plainWord reports whether s is a non-empty run of ASCII letters, which
 // JSON writes as they are (every watch event type is one).
