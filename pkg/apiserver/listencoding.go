@@ -40,7 +40,8 @@ func newRowEncodings(ns runtime.NegotiatedSerializer) rowEncodings {
 
 // SupportedMediaTypes is the wrapped serializer's, with the plain JSON
 // serializer encoding downstreamcopies lists from the cache, and its
-// stream serializer writing watch events' envelopes directly
+// stream serializer writing watch events' envelopes directly; both splice
+// what they encode for a watch into the watch encoder's buffers
 // (watchencoding.go).
 func (r rowEncodings) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := r.NegotiatedSerializer.SupportedMediaTypes()
@@ -51,11 +52,11 @@ func (r rowEncodings) SupportedMediaTypes() []runtime.SerializerInfo {
 			continue
 		}
 		if out[i].Serializer != nil {
-			out[i].Serializer = rowListSerializer{Serializer: out[i].Serializer, rows: r.rows}
+			out[i].Serializer = rowListSerializer{Serializer: splicingSerializer{Serializer: out[i].Serializer}, rows: r.rows}
 		}
 		if st := out[i].StreamSerializer; st != nil && st.Serializer != nil {
 			stream := *st // the wrapped factory's own stays as it is
-			stream.Serializer = watchEventSerializer{Serializer: st.Serializer}
+			stream.Serializer = watchEventSerializer{Serializer: splicingSerializer{Serializer: st.Serializer}}
 			out[i].StreamSerializer = &stream
 		}
 	}

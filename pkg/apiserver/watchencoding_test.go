@@ -103,6 +103,103 @@ func TestWatchEventsAreWrittenAsEncodingJSONWritesThem(t *testing.T) {
 	}
 }
 
+// spliceRecorder is a runtime.Splice, like the generic server's watch
+// encoder's buffers, that records whether it was written or spliced.
+type spliceRecorder struct {
+	written, spliced []byte
+	writes           int
+}
+
+var _ runtime.Splice = &spliceRecorder{}
+
+func (r *spliceRecorder) Splice(b []byte) { r.spliced = b }
+func (r *spliceRecorder) Reset()          { r.written, r.spliced = nil, nil }
+func (r *spliceRecorder) Write(p []byte) (int, error) {
+	r.writes++
+	r.written = append(r.written, p...)
+	return len(p), nil
+}
+func (r *spliceRecorder) Bytes() []byte {
+	switch {
+	case len(r.written) > 0:
+		return r.written
+	case r.spliced != nil:
+		return r.spliced
+	}
+	return []byte{}
+}
+
+// A watch's object and event are spliced into the watch encoder's buffers,
+// which then hold nothing between events, and the bytes sent are what the
+// plain serializers write. The encoder encodes the object into one Splice
+// and the event, holding those bytes, into another, as k8s.io/apiserver's
+// watchEncoder.doEncode does; a Splice already holding bytes is written
+// after them, as a buffer is.
+func TestWatchEventsAreSplicedIntoTheWatchEncodersBuffers(t *testing.T) {
+	plain, fast, object, _ := streamEncoders(t)
+	plainObject := Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)
+	r := storedRow("r1", "7", "the copy matches its source")
+	row := &v1alpha1.DownstreamCopy{}
+	if err := Scheme.Convert(&r, row, nil); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		event string
+		// raw, when set, is the event's object instead of the row's
+		// encoding: bytes that take the long way.
+		raw []byte
+	}{
+		{name: "a row, the direct way", event: "MODIFIED"},
+		{name: "an event type JSON would escape, the long way", event: "MODI\"FIED"},
+		{name: "an object with spaces, the long way", event: "ADDED", raw: []byte(`{"a": 1}`)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var objectBuf, eventBuf spliceRecorder
+			if err := object.Encode(row, &objectBuf); err != nil {
+				t.Fatal(err)
+			}
+			if want := encodeTo(t, plainObject, row); !bytes.Equal(objectBuf.Bytes(), want) {
+				t.Fatalf("the object spliced is\n%s\nthe plain serializer writes\n%s", objectBuf.Bytes(), want)
+			}
+			raw := objectBuf.Bytes()
+			if tc.raw != nil {
+				raw = tc.raw
+			}
+			ev := &metav1.WatchEvent{Type: tc.event, Object: runtime.RawExtension{Raw: raw}}
+			if err := fast.Encode(ev, &eventBuf); err != nil {
+				t.Fatal(err)
+			}
+			if want := encodeTo(t, plain, ev); !bytes.Equal(eventBuf.Bytes(), want) {
+				t.Errorf("the event spliced is\n%s\nencoding/json writes\n%s", eventBuf.Bytes(), want)
+			}
+			if objectBuf.writes != 0 || eventBuf.writes != 0 {
+				t.Errorf("writes into the watch encoder's buffers: %d for the object, %d for the event; want none", objectBuf.writes, eventBuf.writes)
+			}
+
+			// The positive control: a buffer that holds bytes already is
+			// written after them, never spliced over them.
+			objectBuf.Reset()
+			eventBuf.Reset()
+			_, _ = objectBuf.Write([]byte("x"))
+			_, _ = eventBuf.Write([]byte("y"))
+			if err := object.Encode(row, &objectBuf); err != nil {
+				t.Fatal(err)
+			}
+			if err := fast.Encode(ev, &eventBuf); err != nil {
+				t.Fatal(err)
+			}
+			if want := append([]byte("x"), encodeTo(t, plainObject, row)...); !bytes.Equal(objectBuf.Bytes(), want) {
+				t.Errorf("a buffer holding bytes got\n%s\nwant\n%s", objectBuf.Bytes(), want)
+			}
+			if want := append([]byte("y"), encodeTo(t, plain, ev)...); !bytes.Equal(eventBuf.Bytes(), want) {
+				t.Errorf("a buffer holding bytes got\n%s\nwant\n%s", eventBuf.Bytes(), want)
+			}
+		})
+	}
+}
+
 // Whatever bytes an event carries, the server writes what encoding/json
 // writes, or fails as it does.
 func FuzzWatchEventEncoding(f *testing.F) {
