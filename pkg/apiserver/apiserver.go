@@ -8,12 +8,15 @@ package apiserver
 
 import (
 	"fmt"
+	"net/http"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
+	"github.com/courier-dev/courier/pkg/agentwatch"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
@@ -112,15 +115,20 @@ func (c completedConfig) New() (*CourierServer, error) {
 	if p.Sources == nil || p.Agents == nil || p.UpstreamID == "" || p.Reports == nil {
 		return nil, fmt.Errorf("courier apiserver: pull delivery needs sources, agents, the upstream id and a report store")
 	}
+	serializer := newRowEncodings(Codecs)
+	rows := downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies, c.ExtraConfig.DeliveredBy)
+	if err := c.serveAgentWatches(rows, serializer); err != nil {
+		return nil, err
+	}
 	generic, err := c.GenericConfig.New("courier-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
 
 	info := genericapiserver.NewDefaultAPIGroupInfo(courier.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	info.NegotiatedSerializer = newRowEncodings(Codecs)
+	info.NegotiatedSerializer = serializer
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
-		"downstreamcopies":         downstreamcopy.NewREST(c.ExtraConfig.DownstreamCopies, c.ExtraConfig.DeliveredBy),
+		"downstreamcopies":         rows,
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID, p.Exports),
 		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
@@ -130,4 +138,31 @@ func (c completedConfig) New() (*CourierServer, error) {
 		return nil, fmt.Errorf("installing %s: %w", courier.GroupName, err)
 	}
 	return &CourierServer{GenericAPIServer: generic}, nil
+}
+
+// serveAgentWatches puts pkg/agentwatch in front of the generic server's
+// director: it serves the watches of one Cluster's rows (every
+// courier-agent's, DESIGN §9) from rows, encoded by serializer as the
+// generic handler would, with a smaller stack per watch. It must run
+// before the generic server is made, which builds its handler chain.
+func (c completedConfig) serveAgentWatches(rows rest.Watcher, serializer runtime.NegotiatedSerializer) error {
+	kind := v1alpha1.SchemeGroupVersion.WithKind("DownstreamCopy")
+	watches, err := agentwatch.New(agentwatch.Config{
+		Resource:   v1alpha1.SchemeGroupVersion.WithResource("downstreamcopies"),
+		IndexField: downstreamcopy.WatchIndexField,
+		Watcher:    rows,
+		Serializer: serializer,
+		ConvertFieldLabel: func(label, value string) (string, string, error) {
+			return Scheme.ConvertFieldLabel(kind, label, value)
+		},
+		MinRequestTimeout: time.Duration(c.GenericConfig.MinRequestTimeout) * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	chain := c.GenericConfig.BuildHandlerChainFunc
+	c.GenericConfig.BuildHandlerChainFunc = func(director http.Handler, gc *genericapiserver.Config) http.Handler {
+		return chain(watches.Wrap(director), gc)
+	}
+	return nil
 }

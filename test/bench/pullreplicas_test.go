@@ -127,7 +127,7 @@ func (s *replicaSet) runtimeNote(ctx context.Context) string {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s: %.0f watches, %.0f goroutines, stacks %.0f MiB, heap in use %.0f MiB, watch setups since its start %.0f (%.0f refused after waiting for a slot)",
-			r.Name(), m.sum("apiserver_longrunning_requests", `resource="downstreamcopies"`, `verb="WATCH"`), m.sum("go_goroutines"),
+			r.Name(), m.sum("apiserver_longrunning_requests", `resource="downstreamcopies"`, `verb="WATCH"`)+m.sum("courier_agent_watches"), m.sum("go_goroutines"),
 			m.sum("go_memstats_stack_inuse_bytes")/(1<<20), m.sum("go_memstats_heap_inuse_bytes")/(1<<20),
 			m.sum("courier_watch_setups_total"), m.sum("courier_watch_setups_refused_total")))
 	}

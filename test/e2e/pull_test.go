@@ -51,6 +51,7 @@ func TestPullCopies(t *testing.T) {
 			return cm != nil && cm.Data["mode"] == "changed" && cm.Data["new"] == "key"
 		})
 	})
+	t.Run("the agent's watch is served by pkg/agentwatch", pullWatchServed)
 	t.Run("drift repaired", func(t *testing.T) { pullDrift(t, dest, canary) })
 	// Before the Conflict below: an object Courier may not own is tried
 	// again on every pass, so with one nothing is "everything current".
@@ -68,6 +69,18 @@ func TestPullCopies(t *testing.T) {
 	t.Run("a GitRepo's Bundle named like the HelmOp is pulled apart from it", func(t *testing.T) { pullBundle(t, w) })
 	t.Run("HelmOp deleted is removed, keepResources kept", func(t *testing.T) { pullDeleted(t, w, dest) })
 	t.Run("the canary is nowhere but in the copy", func(t *testing.T) { pullCanary(t, w, agent, canary) })
+}
+
+// pullWatchServed: the agent's watch of its Cluster's rows, which has
+// just carried a change, is one Courier serves from its own loop
+// (pkg/agentwatch), with a smaller stack per watch than the generic
+// handler's, and not the generic handler's.
+func pullWatchServed(t *testing.T) {
+	m := scrape(t)
+	if watches, events := metricValue(m, "courier_agent_watches"), metricValue(m, "courier_agent_watch_events_total"); watches < 1 || events < 1 {
+		t.Fatalf("courier_agent_watches %v, courier_agent_watch_events_total %v: the agent's watch is not served by pkg/agentwatch\n%s",
+			watches, events, grepLines(m, `resource="downstreamcopies"`))
+	}
 }
 
 func configMapData(key, value string) func(*corev1.ConfigMap) bool {

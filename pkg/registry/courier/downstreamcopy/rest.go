@@ -78,13 +78,16 @@ func selectableFields(o *courier.DownstreamCopy) fields.Set {
 	}
 }
 
+// WatchIndexField is the field the rows' watchers are indexed by.
+const WatchIndexField = "spec.cluster"
+
 // WatchIndex indexes the watchers of the store downstreamcopies are
 // served from by spec.cluster (DESIGN §9 "Scale"): each courier-agent
 // holds one watch with fieldSelector spec.cluster=<its Cluster>, and a row
 // change costs work for the watchers of that row's Cluster only. Pass it
 // to memstore.New.
 func WatchIndex() memstore.Option {
-	return memstore.WithWatchIndex("spec.cluster", func(o *courier.DownstreamCopy) string { return o.Spec.Cluster })
+	return memstore.WithWatchIndex(WatchIndexField, func(o *courier.DownstreamCopy) string { return o.Spec.Cluster })
 }
 
 // EventCopy is the rows store's event copy (memstore.WithEventCopy): a
