@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -66,6 +67,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, rows Rows, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, rows, objs...)
+}
+
+// newFixtureWith is newFixture with the Store's options changed by with
+// (nil: as they are) before New.
+func newFixtureWith(t *testing.T, with func(*Options), rows Rows, objs ...runtime.Object) *fixture {
+	t.Helper()
 	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
 		changed: make(chan types.NamespacedName, 100), owners: make(chan types.NamespacedName, 100)}
 	f.client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -107,8 +115,12 @@ func newFixture(t *testing.T, rows Rows, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Options{Namespace: ns, Client: f.client.CoreV1(), Informer: inf, Rows: rows, Clock: f.clock,
-		OnChange: onChange, Liveness: live, OnLeftovers: func(o types.NamespacedName) { f.owners <- o }})
+	o := Options{Namespace: ns, Client: f.client.CoreV1(), Informer: inf, Rows: rows, Clock: f.clock,
+		OnChange: onChange, Liveness: live, OnLeftovers: func(o types.NamespacedName) { f.owners <- o }}
+	if with != nil {
+		with(&o)
+	}
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,5 +293,102 @@ func TestDeletedObjectForgetsReport(t *testing.T) {
 	}
 	if err := f.store.Delete(context.Background(), edge1); err != nil {
 		t.Errorf("deleting twice: %v", err)
+	}
+}
+
+// gatedWrites is a ConfigMapsGetter whose creates and updates each wait
+// for a token from gate, counting the writes started and in flight and
+// the most ever in flight at once. (The fake clientset runs its reactors
+// under one lock, so a reactor cannot hold writes in flight together.)
+type gatedWrites struct {
+	typedcorev1.ConfigMapsGetter
+	gate                    chan struct{}
+	started, inFlight, peak atomic.Int32
+
+	mu     sync.Mutex
+	byName map[string]int // writes started, by object name
+}
+
+func (g *gatedWrites) ConfigMaps(namespace string) typedcorev1.ConfigMapInterface {
+	return gatedConfigMaps{ConfigMapInterface: g.ConfigMapsGetter.ConfigMaps(namespace), g: g}
+}
+
+func (g *gatedWrites) hold(name string) func() {
+	g.mu.Lock()
+	g.byName[name]++
+	g.mu.Unlock()
+	g.started.Add(1)
+	n := g.inFlight.Add(1)
+	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
+	}
+	<-g.gate
+	return func() { g.inFlight.Add(-1) }
+}
+
+type gatedConfigMaps struct {
+	typedcorev1.ConfigMapInterface
+	g *gatedWrites
+}
+
+func (c gatedConfigMaps) Create(ctx context.Context, cm *corev1.ConfigMap, o metav1.CreateOptions) (*corev1.ConfigMap, error) {
+	defer c.g.hold(cm.Name)()
+	return c.ConfigMapInterface.Create(ctx, cm, o)
+}
+
+func (c gatedConfigMaps) Update(ctx context.Context, cm *corev1.ConfigMap, o metav1.UpdateOptions) (*corev1.ConfigMap, error) {
+	defer c.g.hold(cm.Name)()
+	return c.ConfigMapInterface.Update(ctx, cm, o)
+}
+
+// Writes of many Clusters at once take at most MaxWrites connections'
+// worth of requests: the others wait for a slot, gathering their changes
+// meanwhile, and every one is written.
+func TestWritesInFlightAreBounded(t *testing.T) {
+	const clusters, slots = 6, 2
+	g := &gatedWrites{gate: make(chan struct{}, 2*clusters), byName: map[string]int{}}
+	f := newFixtureWith(t, func(o *Options) {
+		g.ConfigMapsGetter = o.Client
+		o.Client, o.MaxWrites = g, slots
+	}, nil)
+	cluster := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: "ws", Name: fmt.Sprintf("edge%d", i)}
+	}
+	for i := range clusters {
+		f.store.Publish(cluster(i), tenRows("1"), nil)
+	}
+	waitFor(t, "two writes in flight", func() bool { return g.inFlight.Load() >= slots })
+	// Every Cluster's writer has started (Publish starts them); the four
+	// without a slot change again while they wait: still one write each.
+	for i := range clusters {
+		f.store.Publish(cluster(i), tenRows("2"), nil)
+	}
+	if n := g.started.Load(); n != slots {
+		t.Fatalf("%d writes started with %d slots held", n, slots)
+	}
+	for range 2 * clusters {
+		g.gate <- struct{}{}
+	}
+	for i := range clusters {
+		waitFor(t, cluster(i).Name+"'s second status upstream", func() bool {
+			r, ok := f.store.Report(cluster(i))
+			return ok && r.Rows["app.edge1.secret.s0"].SyncedResourceVersion == "2"
+		})
+	}
+	if p := g.peak.Load(); p != slots {
+		t.Errorf("%d writes were in flight at once, want at most %d", p, slots)
+	}
+	// The four that waited wrote once, with both changes. (The two that
+	// held slots wrote again, as a create that can meet its first write
+	// not yet in the informer, and then an update.)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	once := 0
+	for _, n := range g.byName {
+		if n == 1 {
+			once++
+		}
+	}
+	if len(g.byName) != clusters || once != clusters-slots {
+		t.Errorf("writes started by object: %v; want %d objects, %d of them written once", g.byName, clusters, clusters-slots)
 	}
 }
