@@ -317,6 +317,43 @@ func TestShutdownReleasesEverything(t *testing.T) {
 	}
 }
 
+// TestShutdownReleasesAfterItsOwnLateRenewal: a renewal whose answer the
+// shutdown cut off can still have been recorded, leaving the holder's copy
+// one write behind; the release then conflicts, reads the Lease again and
+// releases it while it still names this replica, and leaves it alone when
+// another replica holds it.
+func TestShutdownReleasesAfterItsOwnLateRenewal(t *testing.T) {
+	for _, tc := range []struct {
+		name, writer, wantHolder string
+	}{
+		{name: "its own renewal", writer: "courier-0", wantHolder: ""},
+		{name: "taken by another", writer: "someone-else", wantHolder: "someone-else"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+			m := newTestManager(t, store, clk, "courier-0", r)
+			m.step(context.Background())
+			// The write the holder never heard back from.
+			l, err := store.Get(context.Background(), bucketLeaseName(3), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Spec.HolderIdentity = ptr.To(tc.writer)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: clk.Now().Add(time.Second)}
+			if _, err := store.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			m.shutdown(context.Background())
+			if h := store.holder(bucketLeaseName(3)); h != tc.wantHolder {
+				t.Errorf("bucket 3: holder %q after shutdown, want %q", h, tc.wantHolder)
+			}
+			if h := store.holder(bucketLeaseName(4)); h != "" {
+				t.Errorf("bucket 4 (no late write): holder %q after shutdown", h)
+			}
+		})
+	}
+}
+
 // TestUnownedMetric: buckets whose desired owner is alive but never
 // takes them count as without owner once 2× the lease duration passed.
 func TestUnownedMetric(t *testing.T) {
