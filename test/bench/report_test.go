@@ -102,6 +102,17 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
+// ratioAgainst is ratio, with a third decimal when two would print the
+// target itself: 0.453 against a target of 0.45 fails, and "0.45 FAIL"
+// would not say why.
+func ratioAgainst(a, b, target float64) string {
+	s := ratio(a, b)
+	if b != 0 && a/b != target && s == fmt.Sprintf("%.2f", target) {
+		return fmt.Sprintf("%.3f", a/b)
+	}
+	return s
+}
+
 // print writes the table of issue 11's figures (each with its target and
 // PASS or FAIL), the memory row, then the notes that help explain them.
 func (r *report) print(w io.Writer) {

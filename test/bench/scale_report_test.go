@@ -45,7 +45,7 @@ type check struct {
 // ratioCheck compares courier / baseline with a target that is a lower
 // bound (atLeast) or an upper bound.
 func ratioCheck(baseline string, c, b, target float64, atLeast bool) check {
-	ch := check{baseline: baseline, checked: ratio(c, b)}
+	ch := check{baseline: baseline, checked: ratioAgainst(c, b, target)}
 	if b == 0 {
 		return ch
 	}

@@ -388,11 +388,11 @@ func printScaleOut(w io.Writer, rows []scaleOutResult) {
 			l3, w3 = append(l3, float64(s.last)), append(w3, float64(s.writes))
 		}
 		fmt.Fprintf(tw, "N=%d: CPU per replica\t%s\t%s\t%s\t<= %.2f\t%s\n", r.n, time.Duration(c1).Round(10*time.Millisecond),
-			time.Duration(c3).Round(10*time.Millisecond), ratio(c3, c1), scaleOutShareTarget, verdict(c1 > 0 && c3/c1 <= scaleOutShareTarget))
-		fmt.Fprintf(tw, "N=%d: RSS per replica\t%.0f MiB\t%.0f MiB\t%s\t<= %.2f\t%s\n", r.n, m1/(1<<20), m3/(1<<20), ratio(m3, m1),
+			time.Duration(c3).Round(10*time.Millisecond), ratioAgainst(c3, c1, scaleOutShareTarget), scaleOutShareTarget, verdict(c1 > 0 && c3/c1 <= scaleOutShareTarget))
+		fmt.Fprintf(tw, "N=%d: RSS per replica\t%.0f MiB\t%.0f MiB\t%s\t<= %.2f\t%s\n", r.n, m1/(1<<20), m3/(1<<20), ratioAgainst(m3, m1, scaleOutShareTarget),
 			scaleOutShareTarget, verdict(m1 > 0 && m3/m1 <= scaleOutShareTarget))
 		fmt.Fprintf(tw, "N=%d: time to the last copy\t%s\t%s\t%s\t<= %.2f\t%s\n", r.n, time.Duration(median(l1)).Round(time.Millisecond),
-			time.Duration(median(l3)).Round(time.Millisecond), ratio(median(l3), median(l1)), scaleOutTimeTarget,
+			time.Duration(median(l3)).Round(time.Millisecond), ratioAgainst(median(l3), median(l1), scaleOutTimeTarget), scaleOutTimeTarget,
 			verdict(median(l1) > 0 && median(l3)/median(l1) <= scaleOutTimeTarget))
 		fmt.Fprintf(tw, "N=%d: downstream writes (all replicas)\t%.0f\t%.0f\t%s\t= %d\t%s\n", r.n, median(w1), median(w3), ratio(median(w3), median(w1)),
 			r.n*sourcesPerOp, verdict(slices.Max(w1) == float64(r.n*sourcesPerOp) && slices.Max(w3) == float64(r.n*sourcesPerOp) &&
