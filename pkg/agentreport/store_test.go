@@ -316,11 +316,9 @@ func (g *gatedWrites) ConfigMaps(namespace string) typedcorev1.ConfigMapInterfac
 func (g *gatedWrites) hold(name string) func() {
 	g.mu.Lock()
 	g.byName[name]++
-	g.mu.Unlock()
 	g.started.Add(1)
-	n := g.inFlight.Add(1)
-	for p := g.peak.Load(); n > p && !g.peak.CompareAndSwap(p, n); p = g.peak.Load() {
-	}
+	g.peak.Store(max(g.peak.Load(), g.inFlight.Add(1))) // every rise is under mu
+	g.mu.Unlock()
 	<-g.gate
 	return func() { g.inFlight.Add(-1) }
 }
@@ -340,8 +338,8 @@ func (c gatedConfigMaps) Update(ctx context.Context, cm *corev1.ConfigMap, o met
 	return c.ConfigMapInterface.Update(ctx, cm, o)
 }
 
-// Writes of many Clusters at once take at most MaxWrites connections'
-// worth of requests: the others wait for a slot, gathering their changes
+// Writes of many Clusters at once keep at most MaxWrites in flight: the
+// others wait for a slot, gathering their changes
 // meanwhile, and every one is written.
 func TestWritesInFlightAreBounded(t *testing.T) {
 	const clusters, slots = 6, 2
