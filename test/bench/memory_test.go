@@ -38,6 +38,12 @@ func testMemory(t *testing.T) {
 
 	waitIdle(t, pid, 30*time.Second)
 	before, heapBefore := sampleMemory(t, ctx, pid, 5, time.Second)
+	fresh, err := procMemory(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results.note("memory: Courier holding nothing yet: RSS %.1f MiB, of it %.1f MiB pages of mapped files (RssFile: its binary, on every replica whatever it holds)",
+		float64(fresh.rss)/(1<<20), float64(fresh.file)/(1<<20))
 
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

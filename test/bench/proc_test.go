@@ -21,23 +21,50 @@ const clockTicks = 100
 
 // rssBytes reads VmRSS from /proc/<pid>/status.
 func rssBytes(pid int) (int64, error) {
+	m, err := procMemory(pid)
+	return m.rss, err
+}
+
+// procMem is a process's resident memory: all of it (VmRSS), and the part
+// that is pages of mapped files (RssFile: for Courier, its own binary's
+// text and read-only data, the same on every replica whatever it holds).
+type procMem struct{ rss, file int64 }
+
+// procMemory reads VmRSS and RssFile from /proc/<pid>/status.
+func procMemory(pid int) (procMem, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return procMem{}, err
 	}
 	defer f.Close()
+	var m procMem
+	fields := map[string]*int64{"VmRSS:": &m.rss, "RssFile:": &m.file}
+	found := 0
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
-			f := strings.Fields(rest) // "123456 kB"
-			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("unexpected VmRSS line %q", s.Text())
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb << 10, err
+		name, rest, _ := strings.Cut(s.Text(), "\t")
+		dst, ok := fields[name]
+		if !ok {
+			continue
 		}
+		v := strings.Fields(rest) // "123456 kB"
+		if len(v) != 2 || v[1] != "kB" {
+			return procMem{}, fmt.Errorf("unexpected %s line %q", name, s.Text())
+		}
+		kb, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil {
+			return procMem{}, err
+		}
+		*dst = kb << 10
+		found++
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	if err := s.Err(); err != nil {
+		return procMem{}, err
+	}
+	if found != len(fields) {
+		return procMem{}, fmt.Errorf("no VmRSS or RssFile in /proc/%d/status", pid)
+	}
+	return m, nil
 }
 
 // cpuTime is the user plus system CPU time a process has used so far.

@@ -42,6 +42,7 @@ type scaleOutSample struct {
 	replicas int
 	cpu      []time.Duration // per replica
 	rss      []int64         // per replica, bytes
+	file     []int64         // per replica, bytes of rss that are mapped files' pages (RssFile)
 	last     time.Duration
 	t0, end  time.Time // the window the writes are counted in
 	writes   int
@@ -244,19 +245,19 @@ func (so *scaleOut) measure(round, replicas int) scaleOutSample {
 	}
 	for i, c := range so.running {
 		s.cpu = append(s.cpu, after[i]-before[i])
-		rss := int64(0)
+		var m procMem
 		for range 3 {
-			r, err := rssBytes(c.Pid())
+			r, err := procMemory(c.Pid())
 			if err != nil {
 				t.Fatal(err)
 			}
-			rss = max(rss, r)
+			m.rss, m.file = max(m.rss, r.rss), max(m.file, r.file)
 			time.Sleep(time.Second)
 		}
-		s.rss = append(s.rss, rss)
+		s.rss, s.file = append(s.rss, m.rss), append(s.file, m.file)
 	}
-	t.Logf("N=%d round %d, %d replicas: last copy after %s; CPU %s; RSS %s; shared watches rebuilt in the window %v", l.n, round, replicas,
-		s.last.Round(time.Millisecond), durationsOf(s.cpu), mibsOf(s.rss), s.rebuilds)
+	t.Logf("N=%d round %d, %d replicas: last copy after %s; CPU %s; RSS %s (of it mapped files' pages %s); shared watches rebuilt in the window %v",
+		l.n, round, replicas, s.last.Round(time.Millisecond), durationsOf(s.cpu), mibsOf(s.rss), mibsOf(s.file), s.rebuilds)
 	return s
 }
 
@@ -399,6 +400,21 @@ func printScaleOut(w io.Writer, rows []scaleOutResult) {
 				slices.Min(w1) == float64(r.n*sourcesPerOp) && slices.Min(w3) == float64(r.n*sourcesPerOp)))
 	}
 	tw.Flush()
+	for _, r := range rows {
+		one, many := r.samples[1], r.samples[scaleOutReplicas]
+		file := func(s scaleOutSample) []int64 { return s.file }
+		anon := func(s scaleOutSample) []int64 {
+			var out []int64
+			for i := range s.rss {
+				out = append(out, s.rss[i]-s.file[i])
+			}
+			return out
+		}
+		f1, f3 := perReplicaMax(one, file), perReplicaMax(many, file)
+		a1, a3 := perReplicaMax(one, anon), perReplicaMax(many, anon)
+		fmt.Fprintf(w, "N=%d: of RSS per replica, pages of mapped files (RssFile: Courier's binary, as much on a replica holding nothing) "+
+			"%.0f and %.0f MiB; the rest %.0f and %.0f MiB (%s)\n", r.n, f1/(1<<20), f3/(1<<20), a1/(1<<20), a3/(1<<20), ratio(a3, a1))
+	}
 }
 
 func (r *report) addScaleOut(res scaleOutResult) {
