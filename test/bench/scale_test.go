@@ -27,9 +27,10 @@ const (
 	roundKey = "round"
 	// sourcesPerOp is how many Secrets the HelmOp lists.
 	sourcesPerOp = 10
-	// sourceBytes is each source's payload, besides its round key.
-	sourceBytes = 1024
-	helmOpName  = "scale"
+	// defaultSourceBytes is each source's payload, besides its round key,
+	// unless COURIER_BENCH_SOURCE_BYTES says otherwise.
+	defaultSourceBytes = 1024
+	helmOpName         = "scale"
 	// setupWorkers create Clusters, kubeconfig Secrets and ConfigMaps
 	// upstream, a few at a time.
 	setupWorkers = 8
@@ -163,7 +164,7 @@ func testScale(t *testing.T, n int, last bool) {
 	// sides.
 	began := time.Now()
 	kubeconfigs := createClusters(t, ctx, up, fc, l)
-	payload := make([]byte, sourceBytes)
+	payload := make([]byte, intsFromEnv(t, "COURIER_BENCH_SOURCE_BYTES", []int{defaultSourceBytes})[0])
 	_, _ = rand.Read(payload)
 	for _, name := range allSources() {
 		for ns, labels := range map[string]map[string]string{l.workspace(): {benchLabel: sideCourier}, l.poolSources(): nil} {
@@ -175,8 +176,8 @@ func testScale(t *testing.T, n int, last bool) {
 	}
 	created := time.Since(began)
 	waitIdle(t, pid, l.budget())
-	results.note("N=%d: %d Clusters with kubeconfig Secrets and 2 x %d sources created in %s; Courier idle again %s after the start",
-		n, n, sourcesPerOp, created.Round(100*time.Millisecond), time.Since(began).Round(time.Second))
+	results.note("N=%d: %d Clusters with kubeconfig Secrets and 2 x %d sources of %d bytes of payload created in %s; Courier idle again %s after the start",
+		n, n, sourcesPerOp, len(payload), created.Round(100*time.Millisecond), time.Since(began).Round(time.Second))
 	s := &scaleRun{t: t, l: l, pid: pid, up: up, fc: fc, cc: fastCourier(t), w: w, pools: map[string]*pool{}, stats: map[string]*roundStats{},
 		ready: map[string][]readyPair{}}
 	for _, side := range baselines {
