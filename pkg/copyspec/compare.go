@@ -6,10 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-dev/courier/pkg/copydigest"
 )
 
 // SecretUpToDate reports whether cur already equals want in everything
-// Courier writes: type, data, immutable, labels and annotations. Labels and
+// Courier writes: type, data, immutable, labels and annotations. cur's data
+// may be the digest a downstream cache keeps instead (pkg/copydigest). Labels and
 // annotations must match exactly: the copy is Courier's, so a key added
 // downstream by someone else is drift and is removed on the next write (a
 // controller that keeps re-adding one will keep being overwritten).
@@ -28,14 +31,14 @@ func ConfigMapUpToDate(cur, want *corev1.ConfigMap) bool {
 
 // SecretDataEqual reports whether two Secrets have the same type and data:
 // what makes Fleet's own copy as good as Courier's (DESIGN §3 rule 12).
-func SecretDataEqual(a, b *corev1.Secret) bool {
-	return secretType(a.Type) == secretType(b.Type) && bytesMapEqual(a.Data, b.Data)
+func SecretDataEqual(cur, want *corev1.Secret) bool {
+	return secretType(cur.Type) == secretType(want.Type) && copydigest.SecretDataEqual(cur.Data, want.Data)
 }
 
 // ConfigMapDataEqual reports whether two ConfigMaps have the same data and
 // binaryData.
-func ConfigMapDataEqual(a, b *corev1.ConfigMap) bool {
-	return maps.Equal(a.Data, b.Data) && bytesMapEqual(a.BinaryData, b.BinaryData)
+func ConfigMapDataEqual(cur, want *corev1.ConfigMap) bool {
+	return copydigest.ConfigMapDataEqual(cur.Data, cur.BinaryData, want.Data, want.BinaryData)
 }
 
 // SecretNeedsRecreate reports whether the API server would refuse to Update
@@ -60,13 +63,12 @@ func ConfigMapNeedsRecreate(cur, want *corev1.ConfigMap) bool {
 func secretContentEqual(cur, want *corev1.Secret) bool {
 	return secretType(cur.Type) == secretType(want.Type) &&
 		isTrue(cur.Immutable) == isTrue(want.Immutable) &&
-		bytesMapEqual(cur.Data, want.Data)
+		copydigest.SecretDataEqual(cur.Data, want.Data)
 }
 
 func configMapContentEqual(cur, want *corev1.ConfigMap) bool {
 	return isTrue(cur.Immutable) == isTrue(want.Immutable) &&
-		maps.Equal(cur.Data, want.Data) &&
-		bytesMapEqual(cur.BinaryData, want.BinaryData)
+		copydigest.ConfigMapDataEqual(cur.Data, cur.BinaryData, want.Data, want.BinaryData)
 }
 
 // metaEqual compares labels and annotations; maps.Equal treats nil and
@@ -92,10 +94,6 @@ func annotationsEqual(cur, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func bytesMapEqual(a, b map[string][]byte) bool {
-	return maps.EqualFunc(a, b, bytes.Equal)
 }
 
 func secretType(t corev1.SecretType) corev1.SecretType {

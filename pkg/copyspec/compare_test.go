@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/courier-dev/courier/pkg/copydigest"
 )
 
 func wantSecret() *corev1.Secret {
@@ -83,9 +85,11 @@ func TestSecretUpToDate(t *testing.T) {
 			if tt.cur != nil {
 				tt.cur(cur)
 			}
-			if got := SecretUpToDate(cur, want); got != tt.ok {
-				t.Errorf("SecretUpToDate() = %v, want %v", got, tt.ok)
-			}
+			forms(cur, func(form string, cur *corev1.Secret) {
+				if got := SecretUpToDate(cur, want); got != tt.ok {
+					t.Errorf("%s: SecretUpToDate() = %v, want %v", form, got, tt.ok)
+				}
+			})
 		})
 	}
 }
@@ -125,9 +129,11 @@ func TestConfigMapUpToDate(t *testing.T) {
 			if tt.cur != nil {
 				tt.cur(cur)
 			}
-			if got := ConfigMapUpToDate(cur, want); got != tt.ok {
-				t.Errorf("ConfigMapUpToDate() = %v, want %v", got, tt.ok)
-			}
+			forms(cur, func(form string, cur *corev1.ConfigMap) {
+				if got := ConfigMapUpToDate(cur, want); got != tt.ok {
+					t.Errorf("%s: ConfigMapUpToDate() = %v, want %v", form, got, tt.ok)
+				}
+			})
 		})
 	}
 }
@@ -165,9 +171,11 @@ func TestSecretNeedsRecreate(t *testing.T) {
 			if tt.cur != nil {
 				tt.cur(cur)
 			}
-			if got := SecretNeedsRecreate(cur, want); got != tt.ok {
-				t.Errorf("SecretNeedsRecreate() = %v, want %v", got, tt.ok)
-			}
+			forms(cur, func(form string, cur *corev1.Secret) {
+				if got := SecretNeedsRecreate(cur, want); got != tt.ok {
+					t.Errorf("%s: SecretNeedsRecreate() = %v, want %v", form, got, tt.ok)
+				}
+			})
 		})
 	}
 }
@@ -207,9 +215,30 @@ func TestConfigMapNeedsRecreate(t *testing.T) {
 			if tt.cur != nil {
 				tt.cur(cur)
 			}
-			if got := ConfigMapNeedsRecreate(cur, want); got != tt.ok {
-				t.Errorf("ConfigMapNeedsRecreate() = %v, want %v", got, tt.ok)
-			}
+			forms(cur, func(form string, cur *corev1.ConfigMap) {
+				if got := ConfigMapNeedsRecreate(cur, want); got != tt.ok {
+					t.Errorf("%s: ConfigMapNeedsRecreate() = %v, want %v", form, got, tt.ok)
+				}
+			})
 		})
 	}
+}
+
+// forms calls check with cur as read from the API server and as a
+// downstream cache holds it, its data replaced by a digest
+// (pkg/copydigest): every comparison must answer the same for both.
+func forms[T *corev1.Secret | *corev1.ConfigMap](cur T, check func(form string, cur T)) {
+	check("as read", cur)
+	var cached any
+	switch c := any(cur).(type) {
+	case *corev1.Secret:
+		d := c.DeepCopy()
+		copydigest.ReplaceSecretData(d)
+		cached = d
+	case *corev1.ConfigMap:
+		d := c.DeepCopy()
+		copydigest.ReplaceConfigMapData(d)
+		cached = d
+	}
+	check("as cached", cached.(T))
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copydigest"
 )
 
 // KubeconfigKey is the key of the kubeconfig Secret that holds the kubeconfig.
@@ -380,6 +381,23 @@ func dropData(obj any) (any, error) {
 		o.Data, o.StringData = nil, nil
 	case *corev1.ConfigMap:
 		o.Data, o.BinaryData = nil, nil
+	}
+	return dropManagedFields(obj)
+}
+
+// digestData replaces a copy's data with its digest (pkg/copydigest), and
+// drops its managed fields (dropManagedFields), before it is cached: a pass
+// compares a cached copy with its source only to tell whether it is
+// current, for which the digest does, and the data would make Courier's
+// memory grow with the size of what it copies times the Clusters it
+// copies to. Writes are always built from the source, never from a cached
+// copy.
+func digestData(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		copydigest.ReplaceSecretData(o)
+	case *corev1.ConfigMap:
+		copydigest.ReplaceConfigMapData(o)
 	}
 	return dropManagedFields(obj)
 }

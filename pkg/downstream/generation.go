@@ -55,7 +55,7 @@ func (w *watchSet) newGeneration(values sets.Set[string], stop chan struct{}) *g
 		sel = narrowed(w.base, w.label, values)
 	}
 	g := &generation{values: values, stop: stop}
-	opts := watchOptions{selector: sel.String(), handler: w.ownHandler(g, w.onChange), transform: dropManagedFields, indexers: w.indexers}
+	opts := watchOptions{selector: sel.String(), handler: w.ownHandler(g, w.onChange), transform: digestData, indexers: w.indexers}
 	g.secrets = g.inf.secrets(w.kube, opts)
 	g.configMaps = g.inf.configMaps(w.kube, opts)
 	return g

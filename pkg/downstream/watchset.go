@@ -200,7 +200,7 @@ func newWatchSet(key, label string, own labels.Selector, cfg *rest.Config, o Opt
 	w.gen.Store(w.newGeneration(nil, first))
 	w.gen.Load().live.Store(true)
 	if o.LegacySelector != nil {
-		legacy := watchOptions{selector: o.LegacySelector.String(), handler: toolscache.ResourceEventHandlerFuncs{}, transform: dropManagedFields}
+		legacy := watchOptions{selector: o.LegacySelector.String(), handler: toolscache.ResourceEventHandlerFuncs{}, transform: digestData}
 		w.legacySecrets = w.fixed.secrets(watchKube, legacy)
 		w.legacyConfigMaps = w.fixed.configMaps(watchKube, legacy)
 	}
