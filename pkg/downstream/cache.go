@@ -102,10 +102,14 @@ const (
 
 // Client is the client of one downstream cluster.
 type Client struct {
-	Key        string    // "<namespace>/<name>" of the Cluster
-	Kube       Clientset // for writes and GETs
-	Config     *rest.Config
-	Secrets    corev1listers.SecretLister // this Cluster's copies only (label-filtered informer), all namespaces
+	Key    string    // "<namespace>/<name>" of the Cluster
+	Kube   Clientset // for writes and GETs
+	Config *rest.Config
+	// Secrets and ConfigMaps are this Cluster's copies only
+	// (label-filtered informer), all namespaces, each with its data
+	// replaced by a digest (digestData): compare them with
+	// pkg/copyspec, never read or write their data.
+	Secrets    corev1listers.SecretLister
 	ConfigMaps corev1listers.ConfigMapLister
 	// Selector is the label selector the informers use (Options.WatchSelector).
 	Selector string
