@@ -75,7 +75,7 @@ func ReplaceSecretData(s *corev1.Secret) {
 // ReplaceConfigMapData replaces c's data and binaryData with their digest,
 // leaving a digest alone (see ReplaceSecretData).
 func ReplaceConfigMapData(c *corev1.ConfigMap) {
-	if len(c.Data) == 0 && Digested(c.BinaryData) {
+	if _, ok := configMapDigestOf(c.Data, c.BinaryData); ok {
 		return
 	}
 	c.BinaryData = map[string][]byte{Key: sum(c.Data, c.BinaryData)}
@@ -94,7 +94,7 @@ func SecretDataEqual(cur, want map[string][]byte) bool {
 // ConfigMapDataEqual reports whether a ConfigMap's data and binaryData,
 // as read or as ReplaceConfigMapData left them, equal want's.
 func ConfigMapDataEqual(curData map[string]string, curBinary map[string][]byte, wantData map[string]string, wantBinary map[string][]byte) bool {
-	if d, ok := digestOf(curBinary); ok && len(curData) == 0 {
+	if d, ok := configMapDigestOf(curData, curBinary); ok {
 		return hmac.Equal(d, sum(wantData, wantBinary))
 	}
 	return maps.Equal(curData, wantData) && maps.EqualFunc(curBinary, wantBinary, bytes.Equal)
@@ -110,6 +110,13 @@ func Digested(m map[string][]byte) bool {
 func digestOf(m map[string][]byte) ([]byte, bool) {
 	d, ok := m[Key]
 	return d, ok && len(m) == 1
+}
+
+// configMapDigestOf is digestOf for a ConfigMap, whose digest is in its
+// binaryData with its data empty (ReplaceConfigMapData).
+func configMapDigestOf(data map[string]string, binary map[string][]byte) ([]byte, bool) {
+	d, ok := digestOf(binary)
+	return d, ok && len(data) == 0
 }
 
 // sum is the keyed digest of data and binary: every key in order, each

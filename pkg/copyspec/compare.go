@@ -12,21 +12,26 @@ import (
 
 // SecretUpToDate reports whether cur already equals want in everything
 // Courier writes: type, data, immutable, labels and annotations. cur's data
-// may be the digest a downstream cache keeps instead (pkg/copydigest). Labels and
-// annotations must match exactly: the copy is Courier's, so a key added
+// may be the digest a downstream cache keeps instead (pkg/copydigest).
+// Labels and annotations must match exactly: the copy is Courier's, so a key added
 // downstream by someone else is drift and is removed on the next write (a
 // controller that keeps re-adding one will keep being overwritten).
 // A nil map equals an empty one (the API server omits empty maps), and an
 // empty type equals Opaque (the API server defaults it). Name and namespace
 // are not compared: the caller looked cur up by them.
+//
+// Labels and annotations are compared first: a copy made from an older
+// source version differs in its source-resource-version annotation, and
+// is then found stale without digesting the source's data (pkg/copydigest)
+// for every Cluster a source change reaches.
 func SecretUpToDate(cur, want *corev1.Secret) bool {
-	return secretContentEqual(cur, want) && metaEqual(cur, want)
+	return metaEqual(cur, want) && secretContentEqual(cur, want)
 }
 
 // ConfigMapUpToDate is SecretUpToDate for ConfigMaps: data, binaryData,
 // immutable, labels and annotations.
 func ConfigMapUpToDate(cur, want *corev1.ConfigMap) bool {
-	return configMapContentEqual(cur, want) && metaEqual(cur, want)
+	return metaEqual(cur, want) && configMapContentEqual(cur, want)
 }
 
 // SecretDataEqual reports whether two Secrets have the same type and data:
