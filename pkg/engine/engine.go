@@ -91,8 +91,20 @@ type Config struct {
 	// sweeps copies nothing wants any more (default 5 minutes); the
 	// Clusters' passes are spread over the period (resync.go).
 	ResyncPeriod time.Duration
+	// MinBackoff is the per-cluster retry backoff after a first failure;
+	// it doubles with each failure after it (default 500 ms).
+	MinBackoff time.Duration
 	// MaxBackoff caps the per-cluster retry backoff (default 2 minutes).
+	// A Cluster that does not answer is probed meanwhile, and its pass
+	// starts as soon as it answers (reachability.go).
 	MaxBackoff time.Duration
+	// ProbeInterval is how often a Cluster that does not answer is asked
+	// whether it answers again (DefaultProbeInterval).
+	ProbeInterval time.Duration
+	// Probe asks a Cluster's kube-apiserver once whether it answers; an
+	// error that unreachable() accepts means it does not (default
+	// ProbeVersion).
+	Probe func(ctx context.Context, client *downstream.Client) error
 	// AgentNamespace is where ServiceAccounts are looked up downstream.
 	AgentNamespace string
 	// RequireServiceAccount refuses to write with Courier's own identity.
@@ -186,6 +198,9 @@ type Engine struct {
 	// (publishqueue.go).
 	toPublish *publishQueue
 	passes    passCounter
+	// reach is which Clusters' last pass found them down, and which a
+	// probe is asking whether they answer again (reachability.go).
+	reach *reachability
 	// writers run the writes of a group that are made at once (writes.go).
 	writers *writerPool
 }
@@ -198,8 +213,17 @@ func New(cfg Config) *Engine {
 	if cfg.ResyncPeriod <= 0 {
 		cfg.ResyncPeriod = 5 * time.Minute
 	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 500 * time.Millisecond
+	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 2 * time.Minute
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.Probe == nil {
+		cfg.Probe = ProbeVersion
 	}
 	if cfg.AgentNamespace == "" {
 		cfg.AgentNamespace = fleet.SystemNamespace
@@ -226,7 +250,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, cfg.MaxBackoff),
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.MinBackoff, cfg.MaxBackoff),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "courier_clusters"}),
 		sources:  newSourceCache(cfg.Sources),
 		current:  newCurrentCopies(),
@@ -241,6 +265,7 @@ func New(cfg Config) *Engine {
 		gate:     newDeliveryGate(),
 
 		toPublish: newPublishQueue(),
+		reach:     newReachability(),
 	}
 	// Only the echo of a copy still wanted by its Cluster is nothing to do.
 	e.echo = newEchoFilter(e.desired.wanted)
@@ -390,6 +415,9 @@ func (e *Engine) processNext(ctx context.Context) bool {
 		// The retry looks at everything again, whatever this pass covered.
 		e.scopes.oweWhole(key)
 		e.queue.AddRateLimited(key)
+		if probeWorthy(err) {
+			e.probeUntilBack(ctx, key) // it may answer long before the backoff ends
+		}
 		return true
 	}
 	e.queue.Forget(key)

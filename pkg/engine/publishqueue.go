@@ -58,6 +58,18 @@ func (q *publishQueue) mark(clusterKey string, now time.Time) {
 	}
 }
 
+// markNow queues a Cluster's publish for the publisher's next look,
+// whether or not the engine is idle.
+func (q *publishQueue) markNow(clusterKey string) {
+	q.mu.Lock()
+	q.pending[clusterKey] = time.Time{} // waited longer than any bound
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
 // due takes the Clusters to publish now: every waiting one when the engine
 // is idle, else those that have waited maxDelay.
 func (q *publishQueue) due(now time.Time, idle bool, maxDelay time.Duration) []string {

@@ -38,11 +38,17 @@ type outcome struct {
 // some rows (passScopes.take), and that pass ended with the same client, the
 // pass covers just those rows and does not sweep (scope.go). What the
 // pass recorded is published when this replica delivers to the Cluster
-// (publish.go), once the engine is idle (publishqueue.go).
+// (publish.go): once the engine is idle (publishqueue.go), or at once when
+// the pass found the Cluster down where the pass before found it up, or
+// the other way round (reachability.go).
 func (e *Engine) reconcileCluster(ctx context.Context, key string) error {
 	defer e.passes.start()()
 	err := e.passCluster(ctx, key)
-	e.toPublish.mark(key, e.now())
+	if e.reach.set(key, passDown(err)) {
+		e.toPublish.markNow(key)
+	} else {
+		e.toPublish.mark(key, e.now())
+	}
 	return err
 }
 
@@ -79,7 +85,7 @@ func (e *Engine) passCluster(ctx context.Context, key string) error {
 	client, err := e.cfg.Downstream.Get(ctx, cluster)
 	if err != nil {
 		e.markAll(copies, courier.CopyPhaseUnreachable, err.Error())
-		return err
+		return errNoClient{err}
 	}
 	whole := rows == nil || !e.clients.passedBefore(client)
 	if !whole {
