@@ -26,7 +26,7 @@ import (
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
-// FieldCopyOptions are the k8s-copier flags (DESIGN §5, §7). Kept apart
+// FieldCopyOptions are the k8s-copier flags (docs/design.md#field-copies, docs/design.md#command-line). Kept apart
 // from the rest of Options so that field copies wire in with few lines.
 type FieldCopyOptions struct {
 	// Targets are RESOURCE[.VERSION[.GROUP]] names of the kinds whose

@@ -109,7 +109,7 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
-	// DenySensitiveExports is the export deny list (DESIGN §3 rule 13):
+	// DenySensitiveExports is the export deny list (docs/design.md#export-safety):
 	// Secrets that Clusters name as kubeconfigs and Secrets of credential
 	// and controller-state types are never exported. On by default; an
 	// operator who must export such a Secret on purpose turns it off

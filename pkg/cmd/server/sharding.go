@@ -20,7 +20,7 @@ import (
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
-// ShardOptions are the flags of sharded delivery (DESIGN §10,
+// ShardOptions are the flags of sharded delivery (docs/design.md#scale-out,
 // docs/scale-out.md): every replica delivers to the pushed Clusters of
 // the buckets whose Lease it holds. Buckets 0 turns it off: the leader
 // delivers to every Cluster, as before.
