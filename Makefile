@@ -18,7 +18,7 @@ IMAGE_TAG ?= $(subst +,_,$(VERSION))
 # Where make image writes the archives.
 IMAGE_DIR ?= $(CURDIR)/_output/images
 # Unit tests: every package but the suites that need real servers.
-UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/...
+UNIT_PKGS := ./cmd/... ./pkg/... ./hack/localup/... ./hack/servingcert/... ./hack/flagsdoc/...
 E2E_TIMEOUT ?= 45m
 BENCH_TIMEOUT ?= 60m
 CHAOS_TIMEOUT ?= 45m
@@ -26,7 +26,7 @@ NODE_TIMEOUT ?= 45m
 # FUZZTIME is how long `make fuzz` runs each fuzz target.
 FUZZTIME ?= 10m
 
-.PHONY: all build image tools helm test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate run down bench chaos test-node fuzz clean
+.PHONY: all build image tools helm test test-unit test-e2e verify verify-gofmt verify-vet verify-codegen generate flags run down bench chaos test-node fuzz clean
 
 all: build
 
@@ -55,6 +55,11 @@ helm:
 
 generate:
 	hack/update-codegen.sh
+
+## flags: docs/flags.md from both binaries' flag sets (its test in
+## test-unit, hack/flagsdoc, fails when the file is out of date).
+flags:
+	$(GO) run ./hack/flagsdoc -o docs/flags.md
 
 verify: verify-gofmt verify-vet verify-codegen
 
@@ -97,7 +102,7 @@ bench: build
 	COURIER_TOOLS_BIN=$$(hack/build-tools.sh) COURIER_BINARY=$(CURDIR)/$(BIN_DIR)/courier-apiserver COURIER_BENCH=1 \
 		$(GO) test -count=1 -timeout $(BENCH_TIMEOUT) -v ./test/bench/ -run Bench
 
-## chaos: faults and bad input against real clusters (issue 13): SIGKILL
+## chaos: faults and bad input against real clusters (docs/reliability.md): SIGKILL
 ## during a fan-out to 100 simulated Clusters, a downstream kube-apiserver
 ## down for 60 s, the upstream kube-apiserver restarted and etcd paused,
 ## and a catalogue of bad input; prints one table (see docs/reliability.md)
@@ -109,7 +114,7 @@ chaos: build
 		$(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -v ./test/chaos/ -run TestChaos
 
 ## test-node: (root) Courier's images on a real container runtime and
-## real kubelets, both charts installed with helm (issue 24, DESIGN §8a):
+## real kubelets, both charts installed with helm (docs/design.md#tests-against-real-servers):
 ## installs Debian's containerd, runc, CNI plugins, iproute2 and iptables
 ## with apt (hack/install-node-deps.sh), builds the images twice (make image,
 ## then IMAGE_TAG-upgrade into _output/images-upgrade for the upgrade

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the kubelet of `make test-node` (DESIGN §8a) from source through
+# Builds the kubelet of `make test-node` (docs/design.md#tests-against-real-servers) from source through
 # the Go module proxy (no binary download), like hack/build-tools.sh does
 # for the v1.37 tools, and caches it next to them keyed by version, so a
 # second run only checks that it exists.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what `make test-node` needs from Debian's own packages (DESIGN
-# §8a): containerd, runc, the CNI plugins, iproute2 and iptables. Root only;
+# Installs what `make test-node` needs from Debian's own packages (docs/design.md#tests-against-real-servers):
+# containerd, runc, the CNI plugins, iproute2 and iptables. Root only;
 # idempotent: packages already installed are left alone, and apt is asked
 # nothing when none is missing. Nothing is downloaded from anywhere but apt.
 #

@@ -1,5 +1,5 @@
 // Command courier-agent pulls a Fleet Cluster's copies from Courier into
-// the cluster it runs in (DESIGN §9).
+// the cluster it runs in (docs/design.md#pull-delivery).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command image builds Courier's container images without Docker and
-// without a registry (`make image`, DESIGN §8a): for each of
+// without a registry (`make image`, docs/design.md#tests-against-real-servers): for each of
 // courier-apiserver and courier-agent, a multi-platform OCI image index for
 // linux/amd64 and linux/arm64, written as an OCI image-layout tarball under
 // _output/images that `ctr -n k8s.io images import`, `skopeo copy

@@ -7,7 +7,7 @@ import (
 	"github.com/courier-dev/courier/test/localenv"
 )
 
-// The second downstream cluster is pulled (DESIGN §9): its Fleet Cluster
+// The second downstream cluster is pulled (docs/design.md#pull-delivery): its Fleet Cluster
 // carries courier.dev/agent-user and no kubeconfig Secret, and a
 // courier-agent process writes its copies, as docs/pull.md installs one.
 

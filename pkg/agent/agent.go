@@ -1,4 +1,4 @@
-// Package agent is courier-agent (DESIGN §9): it runs in a downstream
+// Package agent is courier-agent (docs/design.md#pull-delivery): it runs in a downstream
 // cluster, reads the rows of its own Fleet Cluster and their payloads from
 // Courier, writes the copies into its cluster with the copy engine push
 // uses (pkg/engine), and reports each row's outcome back.

@@ -1,5 +1,5 @@
-// Package agentauth is Courier's own authorizer for pull delivery (DESIGN
-// §9), in the pattern of the kube-apiserver's Node authorizer: the upstream
+// Package agentauth is Courier's own authorizer for pull delivery (docs/design.md#pull-delivery),
+// in the pattern of the kube-apiserver's Node authorizer: the upstream
 // RBAC lets courier-agents reach Courier at all, and this authorizer narrows
 // each agent to the rows of its own Fleet Cluster.
 //

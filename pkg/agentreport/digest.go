@@ -16,7 +16,7 @@ import (
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
-// Liveness digests (DESIGN §10, docs/scale-out.md "Liveness"): an agent's
+// Liveness digests (docs/design.md#scale-out, docs/scale-out.md "Liveness"): an agent's
 // heartbeat is kept in the memory of the replica that heard it, not in
 // its Cluster's report. Each replica writes what it heard into a few
 // small ConfigMaps of its own, one per digest shard,

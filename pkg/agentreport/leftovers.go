@@ -11,7 +11,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
-// Leftover copies of a pushed Cluster (DESIGN §10 "Status"): the copies
+// Leftover copies of a pushed Cluster (docs/design.md#scale-out): the copies
 // Courier made there that no row wants any more (Kept, Deleting) are found
 // by its deliverer's sweep only, since no other replica reaches the
 // Cluster. So that every replica shows their rows, the deliverer keeps

@@ -267,7 +267,7 @@ func (l *Liveness) hasDigestOf(c types.NamespacedName) bool {
 	return ok
 }
 
-// TestDigestWritesAt10000Agents measures the write rules at issue 27's
+// TestDigestWritesAt10000Agents measures the write rules at the pull scale
 // scale on one replica: 10,000 agents heartbeating every 30 s, everything
 // current, for five minutes of fake time. Report writes: none. Digest
 // writes per second and the largest digest are logged (docs/scale-out.md).

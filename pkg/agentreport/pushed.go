@@ -6,7 +6,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
-// Pushed Clusters (DESIGN §10 "Status"): the replica that delivers to a
+// Pushed Clusters (docs/design.md#scale-out): the replica that delivers to a
 // pushed Cluster -- the holder of its bucket, or the leader without
 // sharding -- keeps the statuses its engine recorded for the Cluster's rows
 // in the same object a pulled Cluster's agent reports to, so that every

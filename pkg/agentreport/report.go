@@ -1,5 +1,5 @@
 // Package agentreport keeps what the courier-agents of pulled Clusters
-// report (DESIGN §9) in the upstream cluster: one ConfigMap per Cluster, in
+// report (docs/design.md#pull-delivery) in the upstream cluster: one ConfigMap per Cluster, in
 // Courier's own namespace, so that every replica shows the same rows and a
 // restart loses nothing.
 //
@@ -123,7 +123,7 @@ func ObjectName(cluster types.NamespacedName) string {
 	return namePrefix + hex.EncodeToString(sum[:])[:40]
 }
 
-// knownPhases are the phases a report may carry: those of DESIGN §4.
+// knownPhases are the phases a report may carry: those of docs/design.md#the-downstreamcopy-view.
 var knownPhases = []courier.CopyPhase{
 	courier.CopyPhasePending, courier.CopyPhaseSynced, courier.CopyPhaseSourceMissing,
 	courier.CopyPhaseForbidden, courier.CopyPhaseConflict, courier.CopyPhaseUnreachable,

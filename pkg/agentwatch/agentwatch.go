@@ -1,6 +1,6 @@
 // Package agentwatch serves the watches that select one Cluster's rows
 // (fieldSelector spec.cluster=<name>, the watch every courier-agent holds,
-// DESIGN §9) from a loop of its own instead of the generic server's watch
+// docs/design.md#pull-delivery) from a loop of its own instead of the generic server's watch
 // handler.
 //
 // A watch costs its server, for as long as it is open, the stack of the

@@ -2,7 +2,7 @@
 // server from k8s.io/apiserver, with no etcd of its own, serving the computed
 // courier.dev resources from the stores their producers fill, lists of them
 // written from each row's cached encoding (listencoding.go), and pull
-// delivery's subresources of downstreamcopies (DESIGN §9): payload, read
+// delivery's subresources of downstreamcopies (docs/design.md#pull-delivery): payload, read
 // from upstream when an agent asks, and status, where agents report.
 package apiserver
 
@@ -39,8 +39,8 @@ type ExtraConfig struct {
 	DeliveredBy downstreamcopy.DeliveredBy
 }
 
-// SummaryConfig is what downstreamcopysummaries are served from (DESIGN
-// §4a): the store pkg/copysummary fills from the rows, and the upstream
+// SummaryConfig is what downstreamcopysummaries are served from (docs/design.md#summaries):
+// the store pkg/copysummary fills from the rows, and the upstream
 // reader of the sources' current resourceVersions that reads by name are
 // floored with, and what brings the store up to the rows before a read.
 type SummaryConfig struct {
@@ -51,7 +51,7 @@ type SummaryConfig struct {
 	Syncer downstreamcopysummary.Syncer
 }
 
-// PayloadConfig is what the pull-delivery subresources need (DESIGN §9):
+// PayloadConfig is what the pull-delivery subresources need (docs/design.md#pull-delivery):
 // downstreamcopies/<row>/payload is made from it, and
 // downstreamcopies/<row>/status records into it.
 type PayloadConfig struct {
@@ -142,7 +142,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 
 // serveAgentWatches puts pkg/agentwatch in front of the generic server's
 // director: it serves the watches of one Cluster's rows (every
-// courier-agent's, DESIGN §9) from rows, encoded by serializer as the
+// courier-agent's, docs/design.md#pull-delivery) from rows, encoded by serializer as the
 // generic handler would, with a smaller stack per watch. It must run
 // before the generic server is made, which builds its handler chain.
 func (c completedConfig) serveAgentWatches(rows rest.Watcher, serializer runtime.NegotiatedSerializer) error {

@@ -61,7 +61,7 @@ type Leftover struct {
 }
 
 // SupportedKind returns the canonical kind for a listed kind, matched case
-// insensitively (DESIGN §3.1), and false for any other kind.
+// insensitively (docs/design.md#kinds-and-sources), and false for any other kind.
 func SupportedKind(kind string) (string, bool) {
 	switch strings.ToLower(kind) {
 	case "secret":

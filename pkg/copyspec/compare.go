@@ -35,7 +35,7 @@ func ConfigMapUpToDate(cur, want *corev1.ConfigMap) bool {
 }
 
 // SecretDataEqual reports whether two Secrets have the same type and data:
-// what makes Fleet's own copy as good as Courier's (DESIGN §3 rule 12).
+// what makes Fleet's own copy as good as Courier's (docs/design.md#fleets-own-copies).
 func SecretDataEqual(cur, want *corev1.Secret) bool {
 	return secretType(cur.Type) == secretType(want.Type) && copydigest.SecretDataEqual(cur.Data, want.Data)
 }

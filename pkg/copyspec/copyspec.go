@@ -1,6 +1,6 @@
 // Package copyspec decides what a downstream copy of an upstream Secret or
 // ConfigMap looks like, and whether an object found downstream is Courier's
-// to overwrite or delete (DESIGN.md §1, §3 rules 5, 7, 8, 10, 11 and 12).
+// to overwrite or delete (docs/design.md#public-names, docs/design.md#rules-of-behaviour).
 //
 // Everything here is a pure function of its arguments: no clients, no
 // caches. The copy engine builds the wanted object with Secret or ConfigMap,
@@ -29,7 +29,7 @@ import (
 )
 
 // Labels and annotations Courier puts on every copy. They are public names
-// (DESIGN.md §1): changing them orphans every copy already written.
+// (docs/design.md#public-names): changing them orphans every copy already written.
 const (
 	// LabelManagedBy marks every copy.
 	LabelManagedBy = "courier.dev/managed-by"
@@ -59,14 +59,14 @@ const (
 	// copy's next write.
 	LegacyAnnotationCluster = "courier.dev/cluster"
 	// LabelClusterHash is ClusterHash of the Fleet Cluster the copy was
-	// written for (DESIGN §1), so that each Cluster's downstream watch
+	// written for (docs/design.md#public-names), so that each Cluster's downstream watch
 	// selects only its own copies (ClusterSelector): with a thousand Clusters
 	// on one kube-apiserver, every copy would otherwise be delivered to,
 	// decoded by and cached for every one of them.
 	LabelClusterHash = "courier.dev/cluster-hash"
 	// FleetCopyLabel marks the copies Fleet's own agent makes of
 	// downstreamResources (its value is the BundleDeployment's name).
-	// Courier never writes or deletes such an object (DESIGN §3 rule 12).
+	// Courier never writes or deletes such an object (docs/design.md#fleets-own-copies).
 	FleetCopyLabel = "fleet.cattle.io/bundledeployment"
 
 	// courierPrefix is reserved: keys with it are never taken from a source.
@@ -248,8 +248,8 @@ func (o Ownership) String() string {
 	return "Ownership(?)"
 }
 
-// OwnershipOf reports how obj relates to o. Only labels count (DESIGN §3
-// rule 8): the annotations are informational and may disagree with them.
+// OwnershipOf reports how obj relates to o. Only labels count (docs/design.md#removal-and-ownership):
+// the annotations are informational and may disagree with them.
 func OwnershipOf(obj metav1.Object, o Owner) Ownership {
 	l := obj.GetLabels()
 	if l[LabelManagedBy] != ManagedByValue {
@@ -315,7 +315,7 @@ func (c Claim) WrittenFor(namespace, name string) bool {
 }
 
 // AdoptWriter makes want keep the Cluster that cur names, when cur is this
-// HelmOp's copy written for another Fleet Cluster (DESIGN §3 rule 11).
+// HelmOp's copy written for another Fleet Cluster (docs/design.md#clusters-sharing-a-kube-apiserver).
 // Several Clusters may reach one kube-apiserver; a copy any of them wrote
 // with the right content is current for all of them, and a write for one of
 // them must not rename the copy (or change its keep marker), or each would

@@ -412,7 +412,7 @@ func TestClaimedOwner(t *testing.T) {
 }
 
 func TestClusterHashAndSelector(t *testing.T) {
-	// Pinned: the label is a public name (DESIGN §1); copies already
+	// Pinned: the label is a public name (docs/design.md#public-names); copies already
 	// written carry it.
 	if got := ClusterHash("up-1", "fleet-default", "c1"); got != "94ec9ebc97f61e9f1f500e5d4f45e6bb4271f956" {
 		t.Errorf("ClusterHash = %q", got)

@@ -1,5 +1,5 @@
 // Package copysummary sums up the downstreamcopies rows of each owner (a
-// HelmOp or a Bundle) into one DownstreamCopySummary (DESIGN §4a): how many
+// HelmOp or a Bundle) into one DownstreamCopySummary (docs/design.md#summaries): how many
 // Clusters and copies are synced at their sources' current
 // resourceVersions, how many fail and why, and a Ready condition.
 //

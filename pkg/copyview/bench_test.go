@@ -16,7 +16,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
-// The view at issue 11's scale: 10,000 rows in one workspace, laid out two
+// The view at the designed scale (docs/design.md#scale): 10,000 rows in one workspace, laid out two
 // ways.
 //
 //   - "1000ops": 1,000 HelmOps, each listing its own Secret and selecting

@@ -44,7 +44,7 @@ const (
 // Inputs are the caches rows are computed from.
 type Inputs struct {
 	HelmOps fleetlisters.HelmOpLister
-	// Bundles are the Bundles whose lists the view reads too (DESIGN §2);
+	// Bundles are the Bundles whose lists the view reads too (docs/design.md#inputs);
 	// nil when the cluster serves no Bundles.
 	Bundles       fleetlisters.BundleLister
 	Clusters      fleetlisters.ClusterLister
@@ -57,8 +57,8 @@ type Inputs struct {
 	// Reports are the agents' reports for pulled Clusters (pulled.go); nil
 	// when there are none to read.
 	Reports Reports
-	// Exports decides which sources may be exported at all (DESIGN §3
-	// rule 13): a row of a denied source is Denied and delivered by no
+	// Exports decides which sources may be exported at all (docs/design.md#export-safety):
+	// a row of a denied source is Denied and delivered by no
 	// one. Nil denies only what the courier.dev/export annotation denies.
 	Exports *exportpolicy.Policy
 	// SecretTypes tells the types of listed Secrets, which the metadata

@@ -12,8 +12,8 @@ import (
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
-// The view alone decides that a source may not be exported (DESIGN §3
-// rule 13), from its metadata, its type and the Clusters that name it as
+// The view alone decides that a source may not be exported (docs/design.md#export-safety),
+// from its metadata, its type and the Clusters that name it as
 // their kubeconfig: such a row is Denied, labelled not delivered
 // (courier.LabelDeliver), and handed to no engine, so a copy made before
 // is a leftover the engine removes (or keeps, with keepResources). Every

@@ -7,8 +7,8 @@ import (
 )
 
 // Leftover copies (Kept, Deleting) are found by the sweep of whoever
-// delivers to their Cluster, and every replica shows their rows (DESIGN
-// §10 "Status"): the engine's own for the pushed Clusters this replica
+// delivers to their Cluster, and every replica shows their rows (docs/design.md#scale-out):
+// the engine's own for the pushed Clusters this replica
 // delivers to, what the deliverer published in the Cluster's status
 // object (agentreport.Store.Publish, key _leftovers) for the pushed
 // Clusters it does not, or has not swept since it gained them

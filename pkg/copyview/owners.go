@@ -15,7 +15,7 @@ import (
 )
 
 // owner is what the view needs of a HelmOp or a Bundle whose
-// downstreamResources it computes rows for (DESIGN §2). Everything past
+// downstreamResources it computes rows for (docs/design.md#inputs). Everything past
 // owner-lookup treats both alike; the view's queue, its records and the
 // engine know an owner by its key (copycontract.OwnerKey): a HelmOp's
 // namespace/name, or namespace/bundle:<name> for a Bundle.

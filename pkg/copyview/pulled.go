@@ -11,7 +11,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
-// Pulled Clusters (DESIGN §9): a Cluster with the courier.dev/agent-user
+// Pulled Clusters (docs/design.md#pull-delivery): a Cluster with the courier.dev/agent-user
 // annotation is written by its courier-agent, not by the engine, and its
 // rows show what that agent reported:
 //
@@ -99,7 +99,7 @@ func (c *Controller) delivery(r *courier.DownstreamCopy) delivery {
 }
 
 // published returns what the deliverer of a pushed Cluster's row published
-// for it (DESIGN §10 "Status"): the replica holding the Cluster's bucket,
+// for it (docs/design.md#scale-out): the replica holding the Cluster's bucket,
 // the leader without sharding, or this replica's previous process.
 func (c *Controller) published(r *courier.DownstreamCopy) (copycontract.Status, bool) {
 	if c.inputs.Reports == nil {

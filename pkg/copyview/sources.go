@@ -94,7 +94,7 @@ func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, s
 	if len(rows) == 0 {
 		return true
 	}
-	// The engine writes to no pulled Cluster (its agent does, DESIGN §9),
+	// The engine writes to no pulled Cluster (its agent does, docs/design.md#pull-delivery),
 	// so it is handed only pushed Clusters' rows: at 10,000 pulled
 	// Clusters the rest was 10,000 copies to update and 10,000 Clusters
 	// queued for passes that do nothing, on every replica. A Cluster that

@@ -245,7 +245,7 @@ const (
 	// it matches no cluster).
 	ReasonTargetWithoutCriteria = "TargetWithoutCriteria"
 	// ReasonExportDenied: the HelmOp lists a source that is never exported
-	// (DESIGN §3 rule 13); its rows are Denied.
+	// (docs/design.md#export-safety); its rows are Denied.
 	ReasonExportDenied = "ExportDenied"
 )
 

@@ -1,9 +1,9 @@
 // Package downstream keeps one client per downstream cluster, built from the
-// kubeconfig Secret its Fleet Cluster names (DESIGN.md §2), or, for a
+// kubeconfig Secret its Fleet Cluster names (docs/design.md#inputs), or, for a
 // courier-agent, from its own cluster's config (NewClient). A kubeconfig
 // that would run a command or read a file in Courier's process is refused,
 // and errors quoting one never carry its credentials (kubeconfig.go,
-// redact.go). Clusters are independent (§3 rule 10): building or using one
+// redact.go). Clusters are independent (docs/design.md#better-than-fleet): building or using one
 // cluster's client never waits for another cluster, and an unreachable
 // cluster fails fast. Clusters that reach one kube-apiserver as one user
 // share its watches (watchSet), each reading only its own copies; a shared
@@ -76,7 +76,7 @@ type Options struct {
 	// to find them (normally there are none).
 	LegacySelector labels.Selector
 	// ForeignSelector, when set, picks objects Courier does not own but
-	// reports on (Fleet's own copies, DESIGN §3 rule 12). They are watched
+	// reports on (Fleet's own copies, docs/design.md#fleets-own-copies). They are watched
 	// without their data (a transform drops it before caching), so that a
 	// change to one reaches OnChange (obj nil) and the next pass reads it.
 	ForeignSelector labels.Selector
@@ -286,8 +286,8 @@ func setLimits(cfg *rest.Config, o Options) {
 }
 
 // NewClient builds the client of one downstream cluster from a rest.Config
-// rather than a kubeconfig Secret -- a courier-agent's own cluster (DESIGN
-// §9) -- with the informers a Cache gives each Cluster: o.WatchSelector's
+// rather than a kubeconfig Secret -- a courier-agent's own cluster (docs/design.md#pull-delivery)
+// -- with the informers a Cache gives each Cluster: o.WatchSelector's
 // copies, and o.ForeignSelector's objects without their data. It sets
 // cfg's Timeout, UserAgent and request limit as for a Cache's clients (on
 // a copy). Stop stops it.

@@ -547,7 +547,7 @@ func TestConcurrentGetBuildsOnce(t *testing.T) {
 	}
 }
 
-// A cluster whose Secret read hangs does not delay another cluster (§3.10), and a caller
+// A cluster whose Secret read hangs does not delay another cluster (docs/design.md#better-than-fleet), and a caller
 // waiting behind it can give up.
 func TestSlowClusterDoesNotDelayOthers(t *testing.T) {
 	slow := &slowSource{fakeSource: newSource(kcSecret("ns", "slow", "1", "https://slow"), kcSecret("ns", "fast", "1", "https://fast")),

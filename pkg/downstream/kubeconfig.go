@@ -25,7 +25,7 @@ type KubeconfigError struct {
 func (e *KubeconfigError) Error() string { return e.Msg }
 
 // The namespaces, besides the Cluster's own, that a kubeconfig Secret may be
-// read from (DESIGN §2; Fleet v0.16, rancher/fleet#5224).
+// read from (docs/design.md#inputs; Fleet v0.16, rancher/fleet#5224).
 var kubeconfigNamespaces = []string{"fleet-local", "fleet-default", fleet.SystemNamespace, "cattle-fleet-clusters-system"}
 
 const kubeconfigNamespacePrefix = "cluster-"

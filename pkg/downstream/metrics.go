@@ -10,7 +10,7 @@ import (
 // clientsOpen counts the Clusters whose client a Cache holds -- each with
 // its informers, reading through its connection's watches. With sharded
 // delivery a replica holds clients only for the Clusters it delivers to,
-// and this gauge shows it (DESIGN §10). Labels carry nothing: the count
+// and this gauge shows it (docs/design.md#scale-out). Labels carry nothing: the count
 // alone.
 var (
 	clientsOpen = metrics.NewGauge(&metrics.GaugeOpts{

@@ -1,7 +1,7 @@
 package engine
 
 // What the engine keeps per downstream cluster for writing as a
-// ServiceAccount (issue 11): the impersonating clientsets, the "allowed"
+// ServiceAccount (docs/design.md#scale): the impersonating clientsets, the "allowed"
 // answers of access reviews, and whether the fallback ServiceAccount
 // exists. Several fake clusters, each behind its own downstream.Client; the
 // impersonating clientsets the engine builds are fakes over the cluster's

@@ -13,7 +13,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 )
 
-// The engine's side of one listed Secret changing at issue 11's scale:
+// The engine's side of one listed Secret changing at the designed scale (docs/design.md#scale):
 // 1,000 HelmOps, each with one copy in 10 of 1,000 Clusters (10,000 rows).
 // "one-helmop" hands the engine the changed HelmOp's rows, as the view now
 // does; "every-helmop" hands it every HelmOp's rows, which is what a change

@@ -151,7 +151,7 @@ func TestTwinCopyIsRead(t *testing.T) {
 	}
 }
 
-// fleetsSecret is Fleet's own copy of db (DESIGN §3 rule 12), with other
+// fleetsSecret is Fleet's own copy of db (docs/design.md#fleets-own-copies), with other
 // data.
 func fleetsSecret() *corev1.Secret {
 	s := unmanagedSecret(targetNS, "db")

@@ -14,7 +14,7 @@ import (
 )
 
 // Shards says which Clusters this replica delivers to when delivery is
-// shared by every replica (DESIGN §10): those of the buckets it holds.
+// shared by every replica (docs/design.md#scale-out): those of the buckets it holds.
 // sharding.Manager implements it.
 type Shards interface {
 	// Owns reports whether this replica may write for bucket now. It

@@ -72,8 +72,8 @@ type Config struct {
 	OnStatusChange func([]copycontract.StatusChange)
 	// Publish, when set, is given after passes over a pushed Cluster this
 	// replica delivers to the statuses recorded for all the Cluster's
-	// rows, by row key, so that every replica can serve them (DESIGN §10
-	// "Status", publish.go), and the Cluster's leftover copies as its last
+	// rows, by row key, so that every replica can serve them (docs/design.md#scale-out,
+	// publish.go), and the Cluster's leftover copies as its last
 	// sweep found them (nil: not swept yet). It is called once the engine
 	// is idle, or MaxPublishDelay after the first of those passes
 	// (publishqueue.go). It must not block; the map and the slice are its
@@ -115,7 +115,7 @@ type Config struct {
 	// SetLeading(true). Replicas that are not the leader run this way so
 	// their rows read the same as the leader's.
 	Follower bool
-	// Shards, when set, shares delivery among the replicas (DESIGN §10,
+	// Shards, when set, shares delivery among the replicas (docs/design.md#scale-out,
 	// delivery.go): the engine passes over, watches and writes for a
 	// pushed Cluster only while Shards.Owns its bucket, whatever
 	// SetLeading said; Publish lets the other replicas show its rows.

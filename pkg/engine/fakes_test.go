@@ -57,7 +57,7 @@ const (
 	// pkg/copyspec's tests: copies already written downstream carry it.
 	appOwnerHash = "8443496d37e098f22ceea25ae20974128b96a5f9"
 	// c1ClusterHash is copyspec.ClusterHash(upstreamID, fleetNS, "c1"),
-	// pinned likewise: it is the public label value (DESIGN §1).
+	// pinned likewise: it is the public label value (docs/design.md#public-names).
 	c1ClusterHash = "94ec9ebc97f61e9f1f500e5d4f45e6bb4271f956"
 	// c1Selector is what cluster c1's informers and live lists select.
 	c1Selector = "courier.dev/cluster-hash=" + c1ClusterHash + ",courier.dev/managed-by=courier"

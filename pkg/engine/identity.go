@@ -196,7 +196,7 @@ func (e *Engine) forgetIdentities(clusterKey string) {
 	e.fallbacks.forget(clusterKey)
 }
 
-// resolveIdentity picks who writes copies for a row (DESIGN §3.9): the
+// resolveIdentity picks who writes copies for a row (docs/design.md#permissions): the
 // target's ServiceAccount, else FallbackServiceAccount in the agent
 // namespace if it exists in the cluster, else Courier's own identity --
 // unless a ServiceAccount is required. fallbackExists memoises the lookup

@@ -115,7 +115,7 @@ func foundCurrent(srcRV string) outcome {
 //
 // A copy of this HelmOp written for another Fleet Cluster on the same
 // kube-apiserver keeps naming that Cluster: only its content is judged
-// (DESIGN §3 rule 11), so Clusters that share a kube-apiserver never
+// (docs/design.md#clusters-sharing-a-kube-apiserver), so Clusters that share a kube-apiserver never
 // rewrite each other's copies.
 func (p *plan) decide(cur object) {
 	p.cur = cur
@@ -130,8 +130,8 @@ func (p *plan) decide(cur object) {
 	}
 }
 
-// fleetsCopy is the outcome for a copy Fleet's own agent made (DESIGN §3
-// rule 12): never written or deleted by Courier, reported Synced when its
+// fleetsCopy is the outcome for a copy Fleet's own agent made (docs/design.md#fleets-own-copies):
+// never written or deleted by Courier, reported Synced when its
 // type and data are the source's, else Conflict.
 func fleetsCopy(p plan, cur object, bundleDeployment, what, cluster string) outcome {
 	if p.ops.sameData(cur, p.want) {

@@ -6,7 +6,7 @@ import (
 )
 
 // Pulled reports whether a Cluster is delivered by its own courier-agent
-// (annotation courier.dev/agent-user, DESIGN §9) rather than pushed. Push
+// (annotation courier.dev/agent-user, docs/design.md#pull-delivery) rather than pushed. Push
 // and pull are never both used for one Cluster: the push engine neither
 // writes, sweeps nor records anything for a pulled Cluster, whose rows
 // show what its agent reports. The agent runs this same engine over a

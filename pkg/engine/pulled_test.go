@@ -28,7 +28,7 @@ func (env *testEnv) setClusters(c2Pulled bool) {
 	env.e.cfg.Clusters = fleetlisters.NewClusterLister(clusters)
 }
 
-// A pulled Cluster (DESIGN §9) is not pushed: its client is forgotten and
+// A pulled Cluster (docs/design.md#pull-delivery) is not pushed: its client is forgotten and
 // nothing is read, written, swept or recorded there, while the pushed
 // Cluster next to it is written. A status recorded by a push pass before
 // the Cluster became pulled is dropped, and the view told.

@@ -76,7 +76,7 @@ func (e *Engine) passCluster(ctx context.Context, key string) error {
 		return err
 	}
 	if Pulled(cluster) {
-		e.leave(key) // its agent writes there (DESIGN §9)
+		e.leave(key) // its agent writes there (docs/design.md#pull-delivery)
 		return nil
 	}
 	copies := e.desired.copiesFor(key)

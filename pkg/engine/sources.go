@@ -14,7 +14,7 @@ import (
 
 // Source names the object one copy is made from, and the row that wants
 // it: push reads the source upstream by kind, namespace and name; a
-// pulling agent (DESIGN §9) can only read it as the payload of one of its
+// pulling agent (docs/design.md#pull-delivery) can only read it as the payload of one of its
 // rows.
 type Source struct {
 	Kind, Namespace, Name string

@@ -56,7 +56,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 				continue
 			}
 			if _, fleets := copyspec.FleetCopy(obj); fleets {
-				continue // Fleet's, whatever else it claims (DESIGN §3 rule 12)
+				continue // Fleet's, whatever else it claims (docs/design.md#fleets-own-copies)
 			}
 			helmOp := claim.HelmOp
 			id := copyID(helmOp, kind, obj.GetNamespace(), obj.GetName())

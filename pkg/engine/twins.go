@@ -7,7 +7,7 @@ import (
 )
 
 // Several Fleet Clusters may reach one kube-apiserver: a cluster registered
-// twice, the local cluster in two workspaces (DESIGN §3 rule 11). Each
+// twice, the local cluster in two workspaces (docs/design.md#clusters-sharing-a-kube-apiserver). Each
 // copy names the one Cluster it was written for (its cluster-hash label),
 // and each Cluster's watch and sweep see only the copies that name it. So
 // a copy one Cluster no longer wants may still be wanted by a twin that

@@ -31,7 +31,7 @@ func (env *testEnv) takeWrites() []string {
 }
 
 // Clusters c1 and c2 reach one kube-apiserver (the fake hands both the same
-// client) and want the same copy (DESIGN §3 rule 11): it is written once,
+// client) and want the same copy (docs/design.md#clusters-sharing-a-kube-apiserver): it is written once,
 // each finds it current afterwards, and a source change is written once.
 func TestTwinClustersShareOneCopy(t *testing.T) {
 	down := newFakeCluster(true, targetNamespace)
@@ -110,7 +110,7 @@ func TestSweepLeavesTwinsCopy(t *testing.T) {
 	}
 }
 
-// Fleet's agent copies downstreamResources itself (DESIGN §3 rule 12):
+// Fleet's agent copies downstreamResources itself (docs/design.md#fleets-own-copies):
 // Courier reports such a copy and never writes or deletes it.
 func TestFleetsCopy(t *testing.T) {
 	src := srcSecret("db", "7")

@@ -1,6 +1,6 @@
 // Package exportpolicy decides which upstream sources Courier may export
-// to downstream clusters at all, whatever an owner lists (DESIGN §3 rule
-// 13). Courier reads sources with its own identity, so without this rule
+// to downstream clusters at all, whatever an owner lists (docs/design.md#export-safety).
+// Courier reads sources with its own identity, so without this rule
 // whoever may edit a HelmOp could carry out anything in its namespace that
 // Courier can read: a Cluster's kubeconfig (another cluster's admin
 // credentials), ServiceAccount tokens, Helm releases, Fleet's own Secrets.
@@ -23,7 +23,7 @@ import (
 )
 
 // AnnotationExport on a source set to "false" keeps it from ever being
-// exported (DESIGN §1), also with the deny list turned off: it is the
+// exported (docs/design.md#public-names), also with the deny list turned off: it is the
 // source's own owner saying so.
 const AnnotationExport = "courier.dev/export"
 

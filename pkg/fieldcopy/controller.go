@@ -1,4 +1,4 @@
-// Package fieldcopy is Courier's k8s-copier successor (DESIGN §5): it
+// Package fieldcopy is Courier's k8s-copier successor (docs/design.md#field-copies): it
 // watches the objects of the --fieldcopy-target kinds, copies fields of
 // other objects into them as their annotations ask, and fills the
 // fieldcopies view with one row per rule. Every replica watches and

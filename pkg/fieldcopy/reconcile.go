@@ -422,7 +422,7 @@ func writeError(err error) string {
 // number that overflows, a time that does not parse, a string given a
 // ",string" field). The body is the target with the values written, which
 // may come from a Secret whatever the target's kind: a row (or a log
-// line) must never carry them (DESIGN §5). So the text is never shown, for
+// line) must never carry them (docs/design.md#field-copies). So the text is never shown, for
 // no kind of target, and neither cut nor filtered (a filter would have to
 // know every form a value can be quoted in). What is shown instead is
 // Courier's own text for the causes it recognises in the server's: only

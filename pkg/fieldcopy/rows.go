@@ -19,7 +19,7 @@ import (
 )
 
 // RowName returns the name of the FieldCopy row of one rule on one target:
-// <target-kind>.<target-name>.<destination-path> in lower case (DESIGN §5).
+// <target-kind>.<target-name>.<destination-path> in lower case (docs/design.md#field-copies).
 // Characters a name cannot hold become "-"; a name over 253 characters is
 // cut and ends in a hash of the full name (never of a value), so it stays
 // unique and every replica names a row the same way.

@@ -10,7 +10,7 @@ import (
 // FuzzUnique checks the promise of Unique: every name is a DNS subdomain,
 // the same parts always give the same name, and two different part lists
 // never share a name. The second list is the first with its dots moved
-// between parts (the collision DESIGN §4 names) or a different list
+// between parts (the collision docs/design.md#the-downstreamcopy-view names) or a different list
 // altogether.
 func FuzzUnique(f *testing.F) {
 	f.Add("a.b", "c", "secret", "s", "a", "b.c", "secret", "s")

@@ -52,7 +52,7 @@ func sanitize(s string) string {
 const hashLen = 16
 
 // Unique names a row after parts so that two different part lists never
-// share a name (DESIGN §4: HelmOp "a.b" on Cluster "c" and HelmOp "a" on
+// share a name (docs/design.md#the-downstreamcopy-view: HelmOp "a.b" on Cluster "c" and HelmOp "a" on
 // Cluster "b.c" are different rows). The exact rule:
 //
 //   - Plain: "p1.p2.….pn", when every part but the last is one DNS label

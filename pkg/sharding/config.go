@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Names and labels of the Leases (DESIGN §10). They are part of the
+// Names and labels of the Leases (docs/design.md#scale-out). They are part of the
 // on-cluster protocol: replicas find each other and the buckets by them.
 const (
 	// MemberLeasePrefix + identity names a replica's membership Lease.

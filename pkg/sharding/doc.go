@@ -1,5 +1,5 @@
 // Package sharding decides which Courier replica delivers to which Fleet
-// Cluster (DESIGN §10), so that every replica delivers rather than one
+// Cluster (docs/design.md#scale-out), so that every replica delivers rather than one
 // leader, and never two for one Cluster.
 //
 // Clusters hash into a fixed number of buckets (Bucket). Each replica

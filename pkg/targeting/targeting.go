@@ -4,7 +4,7 @@
 // ResolveBundle, with Fleet's targetRestrictions and targetCustomizations).
 //
 // Courier does not import Fleet: this package reimplements Fleet's target
-// semantics (DESIGN.md §3.3–§3.4) as pure functions over Courier's
+// semantics (docs/design.md#targeting) as pure functions over Courier's
 // Fleet-compatible types. Targets are evaluated in order and the first one
 // that matches a Cluster wins; a HelmOp without targets gets the implicit
 // target {clusterGroup: default}; a matching target with doNotDeploy excludes

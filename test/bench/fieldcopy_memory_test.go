@@ -27,7 +27,7 @@ const (
 // fcArgs are `make run`'s field-copy flags, with the benchmark's namespace.
 var fcArgs = []string{"--fieldcopy-target=configmaps", "--fieldcopy-namespace=" + fcNamespace}
 
-// testFieldCopyMemory is testMemory with field copies on (issue 11): Courier
+// testFieldCopyMemory is testMemory with field copies on: Courier
 // restarted with fcArgs, one ConfigMap in fcNamespace whose rule names one
 // Secret there, then 1,000 Secrets of 64 KiB no rule names created in the
 // same namespace. Field copies watch Secrets and ConfigMaps as metadata

@@ -12,7 +12,7 @@ import (
 // written out by hand from one copy Courier wrote on 2026-12-01
 // (copyspec.Secret for Cluster c500 of HelmOp bench-1000-ws/scale, source
 // resourceVersion 123456), less the courier.dev/cluster annotation Courier
-// stopped writing on 2026-12-02 (issue 25): the same number of keys, each key of the same
+// stopped writing on 2026-12-02: the same number of keys, each key of the same
 // length with Courier's "courier.dev/" prefix spelled "courierpool/" (so
 // that Courier's watches, which select on its keys, never see the pool's
 // copies), and values of the same lengths. They are a frozen fixture, not

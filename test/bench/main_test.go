@@ -85,8 +85,8 @@ func run(m *testing.M) (int, error) {
 // Courier, because Go's heap does not shrink back after the scale runs
 // and freed memory would hide growth; then memory with field copies on, on
 // a Courier restarted with those flags (and restarted without them after);
-// then the scale benchmark (issue 11) for each N, smallest first; then
-// the scale-out case (issue 27) on the largest N's Clusters.
+// then the scale benchmark for each N, smallest first; then
+// the scale-out case on the largest N's Clusters.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
 	t.Run("fieldcopy-memory", testFieldCopyMemory)

@@ -85,7 +85,7 @@ func pullAgents(t *testing.T) int {
 	return intsFromEnv(t, "COURIER_BENCH_PULL", []int{10000})[0]
 }
 
-// testPull measures pull delivery at edge scale (issue 27): N pulled
+// testPull measures pull delivery at edge scale: N pulled
 // Clusters, each with its own agent user bound to courier:agent and one
 // row; N simulated agents (agentFleet) that hold one filtered watch each
 // through the aggregator as their own user, then one source change, the
@@ -549,7 +549,7 @@ func verdict(ok bool) string {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// printPull writes issue 27's pull figures, each with its target and
+// printPull writes the pull figures, each with its target and
 // verdict.
 func printPull(w io.Writer, rows []pullResult) {
 	for _, p := range rows {
@@ -558,7 +558,7 @@ func printPull(w io.Writer, rows []pullResult) {
 		if p.flowSchema {
 			fs = "with artifacts/flowcontrol's FlowSchema upstream (status updates of group " + agentGroup + " exempt from queuing)"
 		}
-		fmt.Fprintf(w, "pull (issue 27): %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s); %s; agents decode their events %s\n",
+		fmt.Fprintf(w, "pull: %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s); %s; agents decode their events %s\n",
 			n, p.replicas, fs, decodeDescription(p.decode))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "figure\ttarget\tmeasured\tverdict")
@@ -594,7 +594,7 @@ func printPull(w io.Writer, rows []pullResult) {
 			float64(p.reportsSent)/p.window.Seconds(), perAgentMS(p.windowCPU, int(max(p.reportsSent, 1))), p.reviews/p.window.Seconds())
 		fmt.Fprintf(tw, "  a heartbeat's request time, p50 and p99\t-\t%s, %s\t-\n", ms(p.hbP50), ms(p.hbP99))
 		before := float64(n) / p.interval.Seconds()
-		fmt.Fprintf(tw, "  before issue 27: every heartbeat rewrote its Cluster's report (computed, not measured: N / %s)\t<= 50/s\t%.1f/s\t%s\n",
+		fmt.Fprintf(tw, "  before liveness digests: every heartbeat rewrote its Cluster's report (computed, not measured: N / %s)\t<= 50/s\t%.1f/s\t%s\n",
 			p.interval, before, verdict(before <= 50))
 		for _, st := range p.steps {
 			if !st.ok {

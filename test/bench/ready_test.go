@@ -15,7 +15,7 @@ import (
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 )
 
-// readyWait is the rotation workflow's wait, measured (issue 26): from the
+// readyWait is the rotation workflow's wait, measured: from the
 // moment a round's source change returns, what `kubectl wait
 // --for=condition=Ready dcs/<helmop>` does -- a list by metadata.name, then
 // a watch from the list's resourceVersion -- until the summary's Ready

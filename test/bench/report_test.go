@@ -70,7 +70,7 @@ type report struct {
 	scale  []scaleRow
 	memory []memoryResult
 	pull   []pullResult
-	// scaleOut is issue 27's push case (scaleout_test.go).
+	// scaleOut is the scale-out push case (scaleout_test.go).
 	scaleOut []scaleOutResult
 	notes    []string
 }
@@ -113,7 +113,7 @@ func ratioAgainst(a, b, target float64) string {
 	return s
 }
 
-// print writes the table of issue 11's figures (each with its target and
+// print writes the table of the scale figures (each with its target and
 // PASS or FAIL), the memory row, then the notes that help explain them.
 func (r *report) print(w io.Writer) {
 	r.mu.Lock()

@@ -10,7 +10,7 @@ import (
 	"github.com/courier-dev/courier/test/fleetsim"
 )
 
-// Issue 11's targets. Ratios are Courier / baseline, measured side by side
+// The scale benchmark's targets. Ratios are Courier / baseline, measured side by side
 // in the same run.
 const (
 	targetCopiesRatio = 0.8  // copies/s after a change of every source: at least

@@ -128,7 +128,7 @@ func roundsFor(t *testing.T, n int) int {
 	return intsFromEnv(t, "COURIER_BENCH_ROUNDS", []int{def})[0]
 }
 
-// testScale is issue 11's benchmark for n simulated Fleet Clusters: n
+// testScale is the scale benchmark (docs/benchmarks.md) for n simulated Fleet Clusters: n
 // Clusters in one workspace whose kubeconfigs reach the two downstream
 // kube-apiservers alternately, one HelmOp listing 10 Secrets of 1 KiB with
 // one target per Cluster, each with its own destination namespace; and

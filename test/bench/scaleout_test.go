@@ -24,10 +24,10 @@ import (
 )
 
 // scaleOutReplicas is how many replicas share delivery in the scale-out
-// case (issue 27), against one.
+// case, against one.
 const scaleOutReplicas = 3
 
-// Issue 27's targets for the scale-out case: each of the replicas' CPU for
+// The targets of the scale-out case: each of the replicas' CPU for
 // a change of every source and its RSS at most this share of the single
 // replica's; the time to the last copy at most this multiple of it.
 const (
@@ -55,7 +55,7 @@ type scaleOutResult struct {
 	samples map[int][]scaleOutSample // by replica count
 }
 
-// testScaleOut is issue 27's push benchmark: the N Clusters × 10 copies
+// testScaleOut is the scale-out push benchmark: the N Clusters × 10 copies
 // the last scale case left behind (its HelmOp "scale" and its Clusters),
 // delivered by one fresh replica and by three fresh replicas sharing the
 // buckets, side by side: for each configuration a change of every source,
@@ -374,7 +374,7 @@ func median(v []float64) float64 {
 // verdict (medians over the rounds).
 func printScaleOut(w io.Writer, rows []scaleOutResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "scale-out (issue 27), one change of every source\t1 replica\t%d replicas (busiest)\tratio\ttarget\tverdict\n", scaleOutReplicas)
+	fmt.Fprintf(tw, "scale-out, one change of every source\t1 replica\t%d replicas (busiest)\tratio\ttarget\tverdict\n", scaleOutReplicas)
 	for _, r := range rows {
 		one, many := r.samples[1], r.samples[scaleOutReplicas]
 		cpu := func(s scaleOutSample) []time.Duration { return s.cpu }

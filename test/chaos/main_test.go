@@ -2,7 +2,7 @@
 // an upstream and two downstream kube-apiservers with their
 // kube-controller-managers, all built from source, and the Courier binary
 // registered with the upstream aggregator), hurts it, and counts the
-// damage (issue 13): SIGKILL during a fan-out, a downstream
+// damage (docs/reliability.md): SIGKILL during a fan-out, a downstream
 // kube-apiserver down, the upstream kube-apiserver restarted and etcd
 // paused, and a catalogue of bad input. It prints one table at the end;
 // docs/reliability.md holds one, with what each figure means. A scenario

@@ -18,7 +18,7 @@ type table struct {
 }
 
 // add records a figure. ok false also fails t: every condition here is a
-// "nothing lost" condition of issue 13. An empty condition is information.
+// "nothing lost" condition of docs/reliability.md. An empty condition is information.
 func (r *table) add(t *testing.T, scenario, figure, value, condition string, ok bool) {
 	t.Helper()
 	verdict := "PASS"

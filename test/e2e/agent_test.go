@@ -128,7 +128,7 @@ func forbiddenBy(t *testing.T, what string, err error, reason string) {
 	}
 }
 
-// TestAgentPullServer is the server side of pull delivery (DESIGN §9)
+// TestAgentPullServer is the server side of pull delivery (docs/design.md#pull-delivery)
 // through the real aggregator: a Cluster's agent, bound to courier:agent
 // upstream, lists and watches its Cluster's rows and reads their payloads;
 // Courier's authorizer refuses it everything else, and refuses payloads to

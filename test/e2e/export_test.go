@@ -15,7 +15,7 @@ import (
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
-// TestExportDenyList is DESIGN §3 rule 13 as issue 23 found it broken: a
+// TestExportDenyList is docs/design.md#export-safety as it was once found broken: a
 // HelmOp in workspace export-deny lists Cluster c1's kubeconfig Secret
 // and targets c2 (downstream-2). With it, an ordinary Secret, a Secret of
 // each type never exported, and a ConfigMap. The ordinary Secret and the

@@ -1,6 +1,6 @@
 package e2e
 
-// Fleet as it really runs (issue 10): Clusters that share a kube-apiserver,
+// Fleet as it really runs (docs/design.md#rules-of-behaviour): Clusters that share a kube-apiserver,
 // kubeconfig Secrets in other namespaces, Fleet's own copies, names with
 // dots, and an upstream kube-apiserver that restarts.
 
@@ -76,7 +76,7 @@ func auditWritesTo(t *testing.T, i int, ns string, accepted bool) []string {
 }
 
 // TestTwinClustersOnOneAPIServer: two Fleet Clusters reach one
-// kube-apiserver and want one copy (DESIGN §3 rule 11). It is written once,
+// kube-apiserver and want one copy (docs/design.md#clusters-sharing-a-kube-apiserver). It is written once,
 // both rows are Synced, nothing is written while nothing changes, and a
 // source change is written once, not once per Cluster.
 func TestTwinClustersOnOneAPIServer(t *testing.T) {
@@ -134,7 +134,7 @@ func TestTwinClustersOnOneAPIServer(t *testing.T) {
 }
 
 // TestKubeconfigSecretNamespaces: a kubeconfig Secret is read from the
-// namespaces DESIGN §2 allows, and from no other; the refused Cluster gets
+// namespaces docs/design.md#inputs allows, and from no other; the refused Cluster gets
 // nothing written and its row says which namespace and why.
 func TestKubeconfigSecretNamespaces(t *testing.T) {
 	w := newWorkspace(t, "ws-kcns")
@@ -181,7 +181,7 @@ func TestKubeconfigSecretNamespaces(t *testing.T) {
 
 // TestFleetsOwnCopies: an object Fleet's agent copied (label
 // fleet.cattle.io/bundledeployment) is reported, never written or deleted
-// (DESIGN §3 rule 12).
+// (docs/design.md#fleets-own-copies).
 func TestFleetsOwnCopies(t *testing.T) {
 	w := newWorkspace(t, "ws-fleets-copies", nil)
 	dest := "fleets-copies-dest"
@@ -238,7 +238,7 @@ func TestFleetsOwnCopies(t *testing.T) {
 }
 
 // TestRowNamesWithDots: HelmOp a.b on Cluster c and HelmOp a on Cluster b.c
-// are two rows with two names, and both copies are made (DESIGN §4).
+// are two rows with two names, and both copies are made (docs/design.md#the-downstreamcopy-view).
 func TestRowNamesWithDots(t *testing.T) {
 	w := newWorkspace(t, "ws-dots")
 	w.addCluster("c", 0, "")

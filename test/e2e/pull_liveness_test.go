@@ -20,7 +20,7 @@ import (
 	"github.com/courier-dev/courier/test/localenv"
 )
 
-// TestPullLiveness is DESIGN §10's "status on change, liveness apart"
+// TestPullLiveness is docs/design.md#scale-out's "status on change, liveness apart"
 // against the real servers and a real courier-agent: with everything
 // current, the agent's heartbeats write nothing to its Cluster's report
 // and a bounded number of digest writes; a stopped agent's rows turn

@@ -14,7 +14,7 @@ import (
 )
 
 // statusServed reports whether Courier's discovery lists
-// downstreamcopies/status, where the agents report (DESIGN §9).
+// downstreamcopies/status, where the agents report (docs/design.md#pull-delivery).
 func statusServed(t *testing.T) bool {
 	return strings.Contains(kubectl(t, "get", "--raw", "/apis/courier.dev/v1alpha1"), `"name":"downstreamcopies/status"`)
 }

@@ -66,7 +66,7 @@ func waitWide(t *testing.T, ns, row string, want ...string) string {
 	return line
 }
 
-// TestPullStatusReports is the status half of pull delivery (DESIGN §9)
+// TestPullStatusReports is the status half of pull delivery (docs/design.md#pull-delivery)
 // against the real servers: a pulled Cluster's agent reports its rows
 // through the aggregator, the rows show the report, Courier keeps it
 // upstream (across a restart, the same on two replicas), a silent agent's

@@ -21,7 +21,7 @@ import (
 	"github.com/courier-dev/courier/test/localenv"
 )
 
-// TestPullCopies is pull delivery (DESIGN §9, issue 12) end to end: a
+// TestPullCopies is pull delivery (docs/design.md#pull-delivery) end to end: a
 // courier-agent process for downstream-2, whose Fleet Cluster has no
 // kubeconfig Secret, gets everything a pushed cluster gets, by the same
 // rules. Each step waits on what it checks; a check that something does
@@ -275,7 +275,7 @@ func pullCanary(t *testing.T, w *workspace, agent *localenv.Agent, canary string
 }
 
 // pullRecreated is the loop that deciding from a displayed phase invites
-// (issue 25): the source of a pulled Cluster's copy is deleted (its row
+// (docs/design.md#pull-delivery): the source of a pulled Cluster's copy is deleted (its row
 // SourceMissing, the copy stays) and created again with a new value; the
 // new value must reach the cluster and the row turn Synced within 60 s.
 // pullBundle: a Bundle's rows reach the agent, which files their copies
@@ -315,7 +315,7 @@ func pullRecreated(t *testing.T, w *workspace) {
 	w.waitRows(byOp, "edge/Secret/phoenix@"+dest+"=Synced")
 }
 
-// pullDenied is the export rule (DESIGN §3 rule 13) for a pulled Cluster:
+// pullDenied is the export rule (docs/design.md#export-safety) for a pulled Cluster:
 // a Helm release Secret is never pulled (the ordinary Secret beside it
 // is, the positive control), and a copied Secret annotated
 // courier.dev/export: "false" afterwards is removed by the agent.

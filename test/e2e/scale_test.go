@@ -1,6 +1,6 @@
 package e2e
 
-// 10,000 rows through the real aggregator (issue 11): paged lists return
+// 10,000 rows through the real aggregator (docs/design.md#scale): paged lists return
 // every row once, and a watch open across a change of all 10,000 rows, on a
 // busy machine, receives every event and stays open.
 

@@ -13,7 +13,7 @@ import (
 	"github.com/courier-dev/courier/test/localenv"
 )
 
-// Leftover copies on every replica (DESIGN §10 "Status"): a copy kept
+// Leftover copies on every replica (docs/design.md#scale-out): a copy kept
 // under keepResources that nothing lists any more is found by the sweep
 // of its Cluster's deliverer only; its Kept row shows on every replica
 // all the same, from the Cluster's status object.

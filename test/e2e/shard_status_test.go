@@ -17,7 +17,7 @@ import (
 	"github.com/courier-dev/courier/test/localenv"
 )
 
-// Status written by whoever delivers (DESIGN §10 "Status", issue 27): the
+// Status written by whoever delivers (docs/design.md#scale-out): the
 // holder of a Cluster's bucket publishes its rows' statuses to the
 // Cluster's status object; every other replica serves them from there,
 // and passes over, watches and connects to only the Clusters it holds.
@@ -153,7 +153,7 @@ var clientsRE = regexp.MustCompile(`(?m)^courier_downstream_clients (\S+)$`)
 // checkNoObserving: once the buckets have settled, each replica holds a
 // downstream client (and so informers and connections) only for the
 // Clusters it delivers to, and passes over only its own test Clusters. It
-// can fail: before issue 27's change every replica passed over, and held
+// can fail: before the deliverer kept statuses every replica passed over, and held
 // a client for, every Cluster; the holder's own Clusters are the positive
 // control.
 func (f *shardFleet) checkNoObserving(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 )
 
 // TestShardedDelivery runs three replicas that share delivery to 30
-// Clusters (DESIGN §10, issue 27): every Cluster's bucket has one holder,
+// Clusters (docs/design.md#scale-out): every Cluster's bucket has one holder,
 // the copies land, and each replica wrote only for its own Clusters (the
 // downstream audit logs' user agents, its metrics, its log); SIGKILL of a
 // replica in the middle of a fan-out moves its buckets once their Leases

@@ -1,6 +1,6 @@
 package e2e
 
-// downstreamcopysummaries (issue 26, DESIGN §4a): one line per owner, a
+// downstreamcopysummaries (docs/design.md#summaries): one line per owner, a
 // Ready condition kubectl wait can wait on, and no early return after a
 // source change.
 

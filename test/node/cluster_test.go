@@ -67,7 +67,7 @@ type nodeCluster struct {
 	downKubeconfig []byte
 }
 
-// TestNode runs the steps of issue 24 on one node, in order: each needs
+// TestNode runs the steps of `make test-node` on one node, in order: each needs
 // the ones before it, so the first failure ends the test.
 func TestNode(t *testing.T) {
 	kubeletBin := os.Getenv("COURIER_KUBELET_BIN")

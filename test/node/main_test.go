@@ -1,5 +1,5 @@
 // Package node runs Courier as users run it, on a real container runtime
-// (issue 24, DESIGN §8a): its own containerd (Debian's 1.6, installed by
+// (docs/design.md#tests-against-real-servers): its own containerd (Debian's 1.6, installed by
 // hack/install-node-deps.sh) with root, state and socket under a temporary
 // work directory, a pause image built here, and the images `make image`
 // wrote imported with `ctr images import`, never pulled. It checks the

@@ -1,7 +1,7 @@
 // Package sharding runs pkg/sharding's Managers against a real
 // kube-apiserver and etcd (test/localenv, built from source): three
 // Managers in this one process, so that every hand-over can be timed on
-// one clock. It checks DESIGN §10's promise: every bucket ends with
+// one clock. It checks docs/design.md#scale-out's promise: every bucket ends with
 // exactly one holder, the one rendezvous hashing names; a replica stopped
 // hands its buckets over by release; one that stops renewing (a kill, a
 // partition) loses them only after the lease expires; and no two

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Command pause is the sandbox ("pause") image of the node suite's
-// containerd (`make test-node`, DESIGN §8a): containerd's CRI plugin needs
+// containerd (`make test-node`, docs/design.md#tests-against-real-servers): containerd's CRI plugin needs
 // its sandbox image locally, and the suite never pulls, so it builds this
 // static program and packages it as an OCI archive itself (test/node).
 //

@@ -1,4 +1,4 @@
-// Module that builds the kubelet of `make test-node` (DESIGN §8a, issue 24)
+// Module that builds the kubelet of `make test-node` (docs/design.md#tests-against-real-servers)
 // from source through the Go module proxy. It is separate from
 // hack/tools/kube (v1.37) because the node suite needs an older kubelet:
 // Kubernetes 1.35 is the last release whose kubelet works with containerd

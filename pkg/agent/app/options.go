@@ -33,7 +33,7 @@ func init() {
 	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
 }
 
-// Options are everything courier-agent's command line sets (DESIGN §9).
+// Options are everything courier-agent's command line sets (docs/design.md#pull-delivery).
 type Options struct {
 	// Cluster is "<namespace>/<name>" of the agent's Fleet Cluster upstream.
 	Cluster string

@@ -1,6 +1,6 @@
 // Package payload reads, for the courier-agent, the objects its copies are
 // made from: the payloads of its rows (downstreamcopies/<row>/payload,
-// DESIGN §9), which Courier builds with copyspec exactly as push would
+// docs/design.md#pull-delivery), which Courier builds with copyspec exactly as push would
 // write them. The agent never reads the upstream Secrets themselves.
 package payload
 

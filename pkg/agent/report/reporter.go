@@ -1,5 +1,5 @@
 // Package report sends a courier-agent's outcome for each of its rows back
-// to Courier (update downstreamcopies/<row>/status, DESIGN §9): a row when
+// to Courier (update downstreamcopies/<row>/status, docs/design.md#pull-delivery): a row when
 // the engine's record of it changes, and every row at least once per
 // report interval, which is the agent's heartbeat. Courier shows a pulled
 // Cluster's rows Unreachable when its agent has not reported for three

@@ -1,6 +1,6 @@
 // Package rows hands a courier-agent's rows to the copy engine. The agent
 // watches the downstreamcopies of its own Cluster (the only ones Courier
-// lets it see, DESIGN §9) and gives the engine each HelmOp's rows, as the
+// lets it see, docs/design.md#pull-delivery) and gives the engine each HelmOp's rows, as the
 // view does on the management side: the engine then works exactly as for
 // push, with one Cluster.
 package rows
@@ -51,7 +51,7 @@ type Controller struct {
 // listed and watched with the field selector spec.cluster=<cluster> that
 // Courier requires of an agent. A row's ServiceAccount is taken to be in
 // agentNamespace: the agent's --agent-namespace, which decides, in its own
-// cluster, where ServiceAccounts live (DESIGN §9).
+// cluster, where ServiceAccounts live (docs/design.md#pull-delivery).
 func New(client versioned.Interface, namespace, cluster, agentNamespace string) (*Controller, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 10*time.Hour,
 		informers.WithNamespace(namespace),

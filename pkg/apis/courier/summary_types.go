@@ -4,14 +4,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// BundleSummaryPrefix starts the name of a Bundle's summary (DESIGN §4a):
+// BundleSummaryPrefix starts the name of a Bundle's summary (docs/design.md#summaries):
 // bundle:<bundle name>. No HelmOp's name holds a ":", so a HelmOp's summary
 // (named like the HelmOp) and a Bundle's never collide.
 const BundleSummaryPrefix = "bundle:"
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
-// DownstreamCopySummary sums up the rows of one owner (DESIGN §4a). It is
+// DownstreamCopySummary sums up the rows of one owner (docs/design.md#summaries). It is
 // computed, never stored, and never holds copied data.
 type DownstreamCopySummary struct {
 	metav1.TypeMeta

@@ -7,7 +7,7 @@ import (
 // CopyPhase is where one copy of one source in one downstream cluster stands.
 type CopyPhase string
 
-// The phases of a DownstreamCopy (DESIGN §4).
+// The phases of a DownstreamCopy (docs/design.md#the-downstreamcopy-view).
 const (
 	CopyPhasePending       CopyPhase = "Pending"
 	CopyPhaseSynced        CopyPhase = "Synced"
@@ -99,7 +99,7 @@ type DownstreamCopyList struct {
 // FieldCopyPhase is where one field-copy rule stands.
 type FieldCopyPhase string
 
-// The phases of a FieldCopy (DESIGN §5).
+// The phases of a FieldCopy (docs/design.md#field-copies).
 const (
 	FieldCopyPhaseApplied       FieldCopyPhase = "Applied"
 	FieldCopyPhaseSourceMissing FieldCopyPhase = "SourceMissing"

@@ -31,7 +31,7 @@ import (
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 )
 
-// pullDelivery wires the server side of pull delivery (DESIGN §9): it puts
+// pullDelivery wires the server side of pull delivery (docs/design.md#pull-delivery): it puts
 // the agent authorizer in front of the delegated one in cfg, and returns
 // what the payload subresource reads. The agent authorizer only denies, so
 // every request it lets through still needs the upstream RBAC's allow;
@@ -246,8 +246,8 @@ func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string)
 }
 
 // publishStatuses keeps what the engine recorded for the rows of a pushed
-// Cluster it delivers to in the Cluster's status object (DESIGN §10
-// "Status"; engine.Config.Publish), by row name: the rows of a Cluster
+// Cluster it delivers to in the Cluster's status object (docs/design.md#scale-out;
+// engine.Config.Publish), by row name: the rows of a Cluster
 // are in its namespace; with them the Cluster's leftover copies.
 func (v *views) publishStatuses(clusterKey string, rows map[string]copycontract.Status, leftovers []copycontract.Leftover) {
 	ns, name := copycontract.SplitKey(clusterKey)

@@ -12,7 +12,7 @@ import (
 )
 
 // servesBundles reports whether the upstream serves fleet.cattle.io
-// Bundles. Courier reads Bundles as sources' owners (DESIGN §2) where they
+// Bundles. Courier reads Bundles as sources' owners (docs/design.md#inputs) where they
 // exist; a management cluster with only Courier's older CRDs (HelmOp,
 // Cluster, ClusterGroup) serves none, and an informer on a resource that
 // is not served would never sync and hold the whole view back. Such a

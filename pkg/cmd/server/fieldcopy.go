@@ -26,7 +26,7 @@ import (
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
-// FieldCopyOptions are the k8s-copier flags (DESIGN §5, §7). Kept apart
+// FieldCopyOptions are the k8s-copier flags (docs/design.md#field-copies, docs/design.md#command-line). Kept apart
 // from the rest of Options so that field copies wire in with few lines.
 type FieldCopyOptions struct {
 	// Targets are RESOURCE[.VERSION[.GROUP]] names of the kinds whose
@@ -48,7 +48,7 @@ const discoveryRefresh = 5 * time.Second
 // addFlags registers the field-copy flags.
 func (f *FieldCopyOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.Targets, "fieldcopy-target", f.Targets,
-		"k8s-copier's --target: kinds whose objects may carry k8s-copier.fig.org/replace-* and merge-* annotations and courier.dev/field-copies, as RESOURCE[.VERSION[.GROUP]] (singular, plural or kind; repeatable or comma-separated). None: field copies are off. Kinds not served yet are retried.")
+		"k8s-copier's --target: kinds whose objects may carry field-copy annotations, as RESOURCE[.VERSION[.GROUP]] (repeatable or comma-separated). None: field copies are off.")
 	fs.StringSliceVar(&f.Namespaces, "fieldcopy-namespace", f.Namespaces,
 		"k8s-copier's --namespace: limit field copies to targets in these namespaces (repeatable or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&f.CrossNamespace, "fieldcopy-cross-namespace", f.CrossNamespace,

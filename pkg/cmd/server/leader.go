@@ -20,7 +20,7 @@ import (
 )
 
 // defaultLeaderElection is the Kubernetes components' defaults with
-// Courier's Lease: courier in courier-system (DESIGN §7).
+// Courier's Lease: courier in courier-system (docs/design.md#command-line).
 func defaultLeaderElection() componentbaseconfig.LeaderElectionConfiguration {
 	c := componentbaseconfig.LeaderElectionConfiguration{
 		LeaderElect:       true,

@@ -109,7 +109,7 @@ type Options struct {
 	// RequireServiceAccount refuses to copy for a HelmOp with no
 	// ServiceAccount (no fallback to Courier's own identity).
 	RequireServiceAccount bool
-	// DenySensitiveExports is the export deny list (DESIGN §3 rule 13):
+	// DenySensitiveExports is the export deny list (docs/design.md#export-safety):
 	// Secrets that Clusters name as kubeconfigs and Secrets of credential
 	// and controller-state types are never exported. On by default; an
 	// operator who must export such a Secret on purpose turns it off
@@ -181,9 +181,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
 	o.ComponentGlobalsRegistry.AddFlags(fss.FlagSet("generic"))
 	fss.FlagSet("generic").DurationVar(&o.ShutdownWatchTerminationGracePeriod, "shutdown-watch-termination-grace-period", o.ShutdownWatchTerminationGracePeriod,
-		"On SIGTERM, every watch this server serves is ended (clients such as courier-agents and kubectl wait reconnect, through the Service, to another replica). With --feature-gates=APIServingWithRoutine=false (or an audit policy) the server also waits at most this long for them to drain before it stops; with the gate on, Courier's default, a watch is no longer counted once it is set up, and nothing is waited for. Zero leaves watches open until the shutdown timeout (60s), which holds a rolling update back.")
+		"On SIGTERM every watch this server serves is ended; with APIServingWithRoutine off (or an audit policy) the server also waits at most this long for them to drain. 0 holds shutdown for its 60s timeout.")
 	fss.FlagSet("generic").IntVar(&o.MaxWatchSetupsInflight, "max-watch-setups-inflight", o.MaxWatchSetupsInflight,
-		"Watch requests this server sets up at once, from their arrival until their watcher is registered (authentication and authorization, a SubjectAccessReview for an agent new to this replica, included). Others wait for a slot before any filter runs, up to 15s, and are then answered 429 with Retry-After: 1. Bounds the memory of every agent reconnecting in the same instant. 0: no bound. Ignored with --enable-priority-and-fairness, which holds a watch's seat until it is set up.")
+		"Watch requests set up at once, from arrival until their watcher is registered; others wait up to 15s, then get 429 with Retry-After. 0: no bound. Ignored with --enable-priority-and-fairness.")
 	fss.FlagSet("generic").StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate made when --tls-cert-file is not given.")
 	o.FieldCopy.addFlags(fss.FlagSet("fieldcopy"))
@@ -193,19 +193,19 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	courier.StringVar(&o.AgentNamespace, "agent-namespace", o.AgentNamespace,
 		"Namespace of downstream clusters where HelmOps' ServiceAccounts (and the fallback ServiceAccount fleet-default) are looked up; copies are written as those ServiceAccounts.")
 	courier.StringVar(&o.AgentReportNamespace, "agent-report-namespace", o.AgentReportNamespace,
-		"Namespace of the upstream cluster where Courier keeps what each pulled Cluster's courier-agent reports (ConfigMaps courier-agent-report.<namespace>.<cluster>, labelled courier.dev/agent-report=true). Courier's own namespace: it needs to create and update ConfigMaps there.")
+		"Upstream namespace (Courier's own) where each Cluster's status object is kept: ConfigMaps courier-agent-report.<namespace>.<cluster>, labelled courier.dev/agent-report=true.")
 	courier.BoolVar(&o.RequireServiceAccount, "require-service-account", o.RequireServiceAccount,
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.BoolVar(&o.DenySensitiveExports, "deny-sensitive-exports", o.DenySensitiveExports,
-		"Never export a Secret that a Fleet Cluster names as its kubeconfig, nor Secrets of type kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 or fleet.cattle.io/*, whatever a HelmOp lists (their rows are Denied). Set to false only to export such a Secret on purpose; sources annotated courier.dev/export: \"false\" are never exported either way.")
+		"Never export Secrets that hold credentials or another controller's state (Clusters' kubeconfigs, tokens, Helm releases, Fleet's and Rancher's types): their rows are Denied. Sources annotated courier.dev/export: \"false\" are never exported either way.")
 	courier.DurationVar(&o.AgentAuthorizationCacheTTL, "agent-authorization-cache-ttl", o.AgentAuthorizationCacheTTL,
-		"How long Courier keeps the upstream's allow for a courier-agent's requests to its own Cluster's rows, asked once per agent, verb and subresource for any row rather than once per row (the agent authorizer still narrows every request to the agent's own rows). Requests through the aggregator are authorized by the kube-apiserver on every request anyway; this bounds how long a revoked agent can still reach Courier directly. 0 asks for every request.")
+		"How long the upstream's allow for a courier-agent's requests to its own Cluster's rows is kept, asked once per agent, verb and subresource. 0 asks for every request.")
 	courier.IntVar(&o.AgentAuthorizationQPS, "agent-authorization-qps", o.AgentAuthorizationQPS,
-		"SubjectAccessReviews a second (burst twice that) Courier may send the upstream for courier-agents' allows (--agent-authorization-cache-ttl), apart from the generic delegated authorizer's 200. An agent that reconnects to a replica which has not asked for it yet costs one: after a rolling restart, every agent of the restarted replica.")
+		"SubjectAccessReviews a second (burst twice that) for courier-agents' allows, on a client of their own beside the delegated authorizer's 200.")
 	courier.IntVar(&o.CopyWorkers, "copy-workers", o.CopyWorkers,
 		"How many downstream clusters are reconciled at once; a slow or unreachable cluster holds one worker at most for the downstream request timeout.")
 	courier.DurationVar(&o.SummaryWindow, "summary-window", o.SummaryWindow,
-		"Coalescing window of downstreamcopysummaries: a summary is recomputed at most once per window however many of its rows change, so its watchers see at most one event per window (plus the first of a burst). While nobody watches summaries on this replica they are recomputed once per 5s (or per window, if longer), and every get, list or watch first has them catch up with the rows.")
+		"A downstreamcopysummary is recomputed at most once per window while someone watches summaries on this replica; otherwise once per 5s, and every read catches up first.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 	o.Shards.addFlags(fss.FlagSet("sharded delivery"))
 	return fss

@@ -20,7 +20,7 @@ import (
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
-// ShardOptions are the flags of sharded delivery (DESIGN §10,
+// ShardOptions are the flags of sharded delivery (docs/design.md#scale-out,
 // docs/scale-out.md): every replica delivers to the pushed Clusters of
 // the buckets whose Lease it holds. Buckets 0 turns it off: the leader
 // delivers to every Cluster, as before.
@@ -54,9 +54,9 @@ func defaultShardOptions() ShardOptions {
 
 func (s *ShardOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.Identity, "shard-identity", s.Identity,
-		"This replica's name in sharded delivery (its membership Lease courier-member-<identity>; the holder of the bucket Leases it holds; the user agent courier/<identity> of its downstream requests). Unique among the replicas. Default: $POD_NAME, else the host name.")
+		"This replica's name in sharded delivery: its membership Lease courier-member-<identity> and its user agent downstream. Unique among the replicas. Default: $POD_NAME, else the host name.")
 	fs.IntVar(&s.Buckets, "shard-buckets", s.Buckets,
-		"How many buckets pushed Clusters hash into; every replica delivers to the Clusters of the buckets whose Lease (courier-bucket-<n> in the leader-election namespace) it holds. Every replica must use the same number. 0 turns sharding off: the leader delivers to every Cluster.")
+		"How many buckets pushed Clusters hash into; each replica delivers to the Clusters of the buckets whose Lease it holds. The same on every replica. 0: the leader delivers to every Cluster.")
 	fs.DurationVar(&s.LeaseDuration, "shard-lease-duration", s.LeaseDuration,
 		"How long the others wait, after the last renewal they saw, before taking a replica's buckets. Whole seconds.")
 	fs.DurationVar(&s.RenewDeadline, "shard-renew-deadline", s.RenewDeadline,

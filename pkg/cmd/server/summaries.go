@@ -17,7 +17,7 @@ import (
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
-// summaries are the downstreamcopysummaries (DESIGN §4a): a store filled
+// summaries are the downstreamcopysummaries (docs/design.md#summaries): a store filled
 // by a Summarizer that follows the row store, and the live reader of the
 // sources' resourceVersions that reads by name are floored with. Data
 // flows one way, rows → summarizer → summaries; every replica computes

@@ -77,8 +77,8 @@ type views struct {
 	fieldCopy        *fieldcopy.Controller // nil without --fieldcopy-target
 	// upstream is the upstream cluster's client, as Courier.
 	upstream kubernetes.Interface
-	// exports decides which sources may be exported at all (DESIGN §3
-	// rule 13); the view decides rows with it, and every source read for
+	// exports decides which sources may be exported at all (docs/design.md#export-safety);
+	// the view decides rows with it, and every source read for
 	// copying is guarded by it.
 	exports *exportpolicy.Policy
 	// agents indexes the Fleet Clusters by courier.dev/agent-user, for

@@ -10,7 +10,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 )
 
-// Annotation keys (DESIGN §5).
+// Annotation keys (docs/design.md#field-copies).
 const (
 	// ReplacePrefix starts k8s-copier's annotation: the rest of the key is
 	// the destination path, the value replaces it.

@@ -1,5 +1,5 @@
 // Package rules parses k8s-copier style field-copy rules out of an object's
-// annotations (DESIGN §5). It is pure: no clients, no cluster state. Every
+// annotations (docs/design.md#field-copies). It is pure: no clients, no cluster state. Every
 // malformed rule becomes a Rule carrying its error, so one bad annotation
 // yields one Invalid row and never hides or breaks the others.
 package rules

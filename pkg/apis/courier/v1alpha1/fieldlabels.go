@@ -7,7 +7,7 @@ import (
 )
 
 // DownstreamCopyFieldLabels are the field selectors downstreamcopies accept
-// besides metadata.name and metadata.namespace (DESIGN §4).
+// besides metadata.name and metadata.namespace (docs/design.md#the-downstreamcopy-view).
 var DownstreamCopyFieldLabels = []string{
 	"spec.helmOp", "spec.owner.kind", "spec.owner.name", "spec.gitRepo",
 	"spec.cluster", "spec.source.kind", "spec.source.name", "status.phase",

@@ -2,7 +2,7 @@ package v1alpha1
 
 // KubeconfigSecretRef returns where a Cluster's kubeconfig Secret is read
 // from: spec.kubeConfigSecretNamespace, else the Cluster's own namespace
-// (DESIGN §2), and spec.kubeConfigSecret. name is "" when the Cluster names
+// (docs/design.md#inputs), and spec.kubeConfigSecret. name is "" when the Cluster names
 // none.
 func (c *Cluster) KubeconfigSecretRef() (namespace, name string) {
 	namespace = c.Spec.KubeConfigSecretNamespace

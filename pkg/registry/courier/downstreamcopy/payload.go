@@ -32,7 +32,7 @@ type AgentChecker interface {
 	IsAgentOf(u user.Info, namespace, cluster string) bool
 }
 
-// PayloadREST serves downstreamcopies/<row>/payload (GET, DESIGN §9): the
+// PayloadREST serves downstreamcopies/<row>/payload (GET, docs/design.md#pull-delivery): the
 // Secret or ConfigMap exactly as the row's Cluster's agent must write it
 // downstream, made by copyspec from the source as it is upstream now -- the
 // object, labels and annotations a push would write.

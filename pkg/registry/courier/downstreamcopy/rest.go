@@ -1,7 +1,7 @@
 // Package downstreamcopy is the rest.Storage of the read-only, computed
 // resource downstreamcopies.courier.dev: one row per HelmOp, targeted
 // cluster and listed resource, served from a memstore that the copy engine
-// fills (DESIGN §4).
+// fills (docs/design.md#the-downstreamcopy-view).
 package downstreamcopy
 
 import (
@@ -82,7 +82,7 @@ func selectableFields(o *courier.DownstreamCopy) fields.Set {
 const WatchIndexField = "spec.cluster"
 
 // WatchIndex indexes the watchers of the store downstreamcopies are
-// served from by spec.cluster (DESIGN §9 "Scale"): each courier-agent
+// served from by spec.cluster (docs/design.md#pull-delivery): each courier-agent
 // holds one watch with fieldSelector spec.cluster=<its Cluster>, and a row
 // change costs work for the watchers of that row's Cluster only. Pass it
 // to memstore.New.

@@ -26,8 +26,8 @@ type Reporter interface {
 
 var _ Reporter = &agentreport.Store{}
 
-// StatusREST serves downstreamcopies/<row>/status, update only (DESIGN
-// §9): the courier-agent of a pulled Cluster reports each row's outcome
+// StatusREST serves downstreamcopies/<row>/status, update only (docs/design.md#pull-delivery):
+// the courier-agent of a pulled Cluster reports each row's outcome
 // there, and its report carries the heartbeat that keeps the Cluster's
 // rows from turning Unreachable.
 //

@@ -1,7 +1,7 @@
 // Package downstreamcopysummary is the rest.Storage of the read-only,
 // computed resource downstreamcopysummaries.courier.dev: one summary per
 // owner (HelmOp or Bundle) of downstreamcopies rows, served from the store
-// pkg/copysummary fills (DESIGN §4a).
+// pkg/copysummary fills (docs/design.md#summaries).
 //
 // Every read first brings the stored summaries up to the rows as they are
 // (Syncer): the summarizer recomputes summaries nobody watches only now and

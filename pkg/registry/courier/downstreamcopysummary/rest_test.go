@@ -129,7 +129,7 @@ func TestListFloorsByNameOnly(t *testing.T) {
 	}
 }
 
-// TestWatchFloor is the race of issue 26: the source is written (live
+// TestWatchFloor is the race a summary's floor closes (docs/design.md#summaries): the source is written (live
 // version 11) while the stored summary still says Ready at 10. A watch by
 // name started then never streams Ready=True until a summary at 11 comes,
 // whether from its initial events or from the history it resumes from.

@@ -1,7 +1,7 @@
 // Package fieldcopy is the rest.Storage of the read-only, computed resource
 // fieldcopies.courier.dev: one row per k8s-copier style rule on one target
 // object, served from a memstore that the field-copy engine fills
-// (DESIGN §5).
+// (docs/design.md#field-copies).
 package fieldcopy
 
 import (
