@@ -163,12 +163,16 @@ func mustRequirement(key string, op selection.Operator, vals ...string) labels.R
 // Secret returns the downstream copy of src in namespace ns, for o.
 //
 // The copy has src's name, type, data and immutable, and src's labels and
-// annotations except kubectl's last-applied-configuration and every
-// "courier.dev/" key; then Courier's own labels and annotations. Courier's
-// keys are dropped from the source because ownership is read from them: a
-// source carrying courier.dev/owner (or helmop/upstream/keep) could otherwise
-// make its copy claim another HelmOp's ownership, letting that HelmOp's
-// sweep delete it or shielding it from its own. The result shares no maps
+// annotations except kubectl's last-applied-configuration, every
+// "courier.dev/" key and Fleet's copy label; then Courier's own labels and
+// annotations. The keys that decide ownership are dropped from the source
+// (docs/design.md#fleets-own-copies): a source carrying courier.dev/owner
+// (or helmop/upstream/keep) could otherwise make its copy claim another
+// HelmOp's ownership, letting that HelmOp's sweep delete it or shielding
+// it from its own; one carrying fleet.cattle.io/bundledeployment (Fleet's
+// local agent wrote it, or a user did) would make Courier take its own
+// copy for Fleet's, stop keeping it in step, and leave it to Fleet's
+// uninstall. The result shares no maps
 // or slices with src.
 func Secret(src *corev1.Secret, ns string, o Owner) *corev1.Secret {
 	return &corev1.Secret{
@@ -214,7 +218,7 @@ func copyMeta(src metav1.Object, ns string, o Owner) metav1.ObjectMeta {
 func filtered(in map[string]string) map[string]string {
 	out := make(map[string]string, len(in)+4)
 	for k, v := range in {
-		if k != lastApplied && !strings.HasPrefix(k, courierPrefix) {
+		if k != lastApplied && k != FleetCopyLabel && !strings.HasPrefix(k, courierPrefix) {
 			out[k] = v
 		}
 	}
@@ -369,8 +373,16 @@ func FleetCopySelector() labels.Selector {
 }
 
 // FleetCopy reports whether obj is a copy made by Fleet's own agent, and
-// the BundleDeployment it names.
+// the BundleDeployment it names: it carries FleetCopyLabel and not
+// Courier's managed-by label. Courier takes neither from a source
+// (copyMeta), so an object with both is a copy of Courier's made from a
+// source carrying Fleet's label before that rule: Courier's to correct on
+// its next write, and to remove when nothing wants it.
 func FleetCopy(obj metav1.Object) (bundleDeployment string, ok bool) {
-	bundleDeployment, ok = obj.GetLabels()[FleetCopyLabel]
-	return bundleDeployment, ok
+	l := obj.GetLabels()
+	bundleDeployment, ok = l[FleetCopyLabel]
+	if !ok || l[LabelManagedBy] == ManagedByValue {
+		return "", false
+	}
+	return bundleDeployment, true
 }

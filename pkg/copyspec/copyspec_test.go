@@ -67,6 +67,9 @@ func sourceMeta(name string) metav1.ObjectMeta {
 			LabelManagedBy:      ManagedByValue,
 			LabelOwner:          "0000000000000000000000000000000000000000",
 			"courier.dev/other": "x",
+			// Fleet's copy label decides ownership too: a copy carrying
+			// it would be taken for Fleet's and left alone.
+			FleetCopyLabel: "app-c1",
 		},
 		Annotations: map[string]string{
 			"note":                          "kept",
@@ -479,6 +482,12 @@ func TestFleetCopy(t *testing.T) {
 	}
 	if _, ok := FleetCopy(&metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: ManagedByValue}}); ok {
 		t.Error("Courier's copy taken for Fleet's")
+	}
+	// A copy of Courier's that carries Fleet's label (taken from its
+	// source before that label was filtered) is Courier's to correct.
+	both := &metav1.ObjectMeta{Labels: map[string]string{LabelManagedBy: ManagedByValue, FleetCopyLabel: "app-c1"}}
+	if _, ok := FleetCopy(both); ok {
+		t.Error("Courier's copy carrying Fleet's label taken for Fleet's")
 	}
 }
 

@@ -151,16 +151,7 @@ func TestFleetsCopy(t *testing.T) {
 		t.Errorf("wrote %q over Fleet's differing copy", w)
 	}
 
-	// The HelmOp is deleted: Fleet's copy stays, even labelled as if Courier
-	// had written it.
-	claimed := edited.DeepCopy()
-	claimed.Labels = copyspec.Secret(src, targetNS, owner(appOp, "c1")).Labels
-	claimed.Labels[copyspec.FleetCopyLabel] = "app-c1"
-	claimed.Annotations = copyspec.Secret(src, targetNS, owner(appOp, "c1")).Annotations
-	if err := down.kube.Tracker().Update(secretsGVR, claimed, targetNS); err != nil {
-		t.Fatal(err)
-	}
-	down.cache(claimed)
+	// The HelmOp is deleted: Fleet's copy stays.
 	if err := env.reconcile(); err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +160,47 @@ func TestFleetsCopy(t *testing.T) {
 	}
 	if _, ok := down.secret(targetNS, "db"); !ok {
 		t.Error("Fleet's copy is gone")
+	}
+}
+
+// The labels that decide who owns a copy are never taken from a source
+// (docs/design.md#fleets-own-copies). A copy of Courier's that carries
+// Fleet's label, taken from its source before that rule, is Courier's:
+// kept in step (the write drops Fleet's label) and removed when nothing
+// wants it. Fleet's agent never puts Courier's managed-by label on its
+// copies (TestFleetsCopy).
+func TestCourierCopyCarryingFleetsLabel(t *testing.T) {
+	old := srcSecret("db", "6")
+	old.Labels[copyspec.FleetCopyLabel] = "app-c1"
+	mislabelled := secretCopy(old, targetNS, owner(appOp, "c1"), func(s *corev1.Secret) {
+		s.Labels[copyspec.FleetCopyLabel] = "app-c1"
+	})
+	down := newFakeCluster(true, targetNamespace, mislabelled)
+	src := srcSecret("db", "7") // changed since; it still carries Fleet's label
+	src.Labels[copyspec.FleetCopyLabel] = "app-c1"
+	src.Data["password"] = []byte(canary + "-v2")
+	env := newEnv(t, down, src)
+	r := row("Secret", "db", "7", courier.CopyPhasePending)
+
+	if err := env.reconcile(r); err != nil {
+		t.Fatal(err)
+	}
+	if st := env.mustStatus(r); st.Phase != courier.CopyPhaseSynced || strings.Contains(st.Message, "Fleet") {
+		t.Errorf("status %s %q, want Synced as Courier's own copy", st.Phase, st.Message)
+	}
+	got, _ := down.secret(targetNS, "db")
+	if string(got.Data["password"]) != canary+"-v2" {
+		t.Error("the copy was not kept in step with its source")
+	}
+	if _, ok := got.Labels[copyspec.FleetCopyLabel]; ok {
+		t.Errorf("the copy still carries Fleet's label: %v", got.Labels)
+	}
+	down.cache(got)
+
+	env.setDesired() // the owner goes
+	env.reconcileKey(clusterKey)
+	if _, ok := down.secret(targetNS, "db"); ok {
+		t.Error("the copy outlived its owner")
 	}
 }
 

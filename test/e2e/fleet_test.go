@@ -237,6 +237,59 @@ func TestFleetsOwnCopies(t *testing.T) {
 	}
 }
 
+// TestSourceCarryingFleetsLabel: the labels that decide who owns a copy
+// are never taken from a source (docs/design.md#fleets-own-copies). A
+// source labelled fleet.cattle.io/bundledeployment (Fleet's local agent
+// wrote it, or a user did) is copied without that label, kept in step when
+// it changes, and removed when its owner goes.
+func TestSourceCarryingFleetsLabel(t *testing.T) {
+	w := newWorkspace(t, "ws-fleet-label", nil)
+	dest := "fleet-label-dest"
+	ctx := context.Background()
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{"fleet.cattle.io/bundledeployment": "local-app"}},
+		StringData: map[string]string{"k": "v1"}}
+	w.apply(src)
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")},
+		fleet.BundleTarget{ClusterName: "c1"}))
+	waitSecret(t, 0, dest, "s", 20*time.Second, "the copy", secretData("k", "v1"))
+	got, err := downstream(t, 0).CoreV1().Secrets(dest).Get(ctx, "s", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Labels["fleet.cattle.io/bundledeployment"]; ok || got.Labels["courier.dev/managed-by"] != "courier" {
+		t.Errorf("the copy's labels %v: want Courier's and not Fleet's copy label", got.Labels)
+	}
+	src.StringData = map[string]string{"k": "v2"}
+	w.apply(src)
+	waitSecret(t, 0, dest, "s", 20*time.Second, "the copy kept in step", secretData("k", "v2"))
+	w.waitRows(metav1.ListOptions{}, "c1/Secret/s@"+dest+"=Synced")
+	if err := fleetClient(t).FleetV1alpha1().HelmOps(w.ns).Delete(ctx, "app", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitSecret(t, 0, dest, "s", 20*time.Second, "the copy removed with its owner", absentSecret)
+}
+
+// TestEmptyAgentUserIsPushed: a Cluster annotated courier.dev/agent-user
+// with an empty value names no agent, so it is pushed, and every part
+// agrees (docs/design.md#pull-delivery): the engine writes its copy, its
+// row is Synced, and DELIVERED-BY names the replica, not an agent.
+func TestEmptyAgentUserIsPushed(t *testing.T) {
+	w := newWorkspace(t, "ws-blank-agent", nil)
+	dest := "blank-agent-dest"
+	w.addCluster("blank", 0, "")
+	w.apply(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "blank", Annotations: map[string]string{"courier.dev/agent-user": ""}},
+		Spec: fleet.ClusterSpec{KubeConfigSecret: w.ns + "-blank-kubeconfig"}})
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")},
+		fleet.BundleTarget{ClusterName: "blank"}))
+	waitSecret(t, 0, dest, "s", 20*time.Second, "the pushed copy", secretData("k", "v"))
+	w.waitRows(metav1.ListOptions{}, "blank/Secret/s@"+dest+"=Synced")
+	wide := kubectl(t, "get", "dcp", "-n", w.ns, "-o", "wide", "--no-headers")
+	if f := strings.Fields(strings.TrimSpace(wide)); len(f) == 0 || f[len(f)-1] != courier.Name() {
+		t.Errorf("DELIVERED-BY of the row: %q, want %s", wide, courier.Name())
+	}
+}
+
 // TestRowNamesWithDots: HelmOp a.b on Cluster c and HelmOp a on Cluster b.c
 // are two rows with two names, and both copies are made (docs/design.md#the-downstreamcopy-view).
 func TestRowNamesWithDots(t *testing.T) {
