@@ -12,6 +12,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
@@ -42,7 +43,7 @@ func agentUserOf(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if u := c.Annotations[courier.AnnotationAgentUser]; u != "" {
+	if u, pulled := delivery.AgentUser(c); pulled {
 		return []string{u}, nil
 	}
 	return nil, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	clusterdelivery "github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
@@ -139,7 +140,7 @@ func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 			// Labels decide targeting; the agent-user annotation whether
 			// the Cluster is pulled, and so where its rows' status comes
 			// from.
-			if o == nil || n == nil || o.Annotations[courier.AnnotationAgentUser] != n.Annotations[courier.AnnotationAgentUser] {
+			if o == nil || n == nil || agentOf(o) != agentOf(n) {
 				c.forgetPulledOf(obj) // a new agent is waited for from now
 				c.queueNamespaceOf(obj)
 			} else if !labels.Equals(o.Labels, n.Labels) {
@@ -314,4 +315,11 @@ func namespaceAndName(obj any) (namespace, name string, ok bool) {
 	}
 	namespace, name, err = cache.SplitMetaNamespaceKey(key)
 	return namespace, name, err == nil
+}
+
+// agentOf is the agent a Cluster is pulled by ("" when pushed): a change
+// of it changes where the Cluster's rows' status comes from.
+func agentOf(c *fleet.Cluster) string {
+	user, _ := clusterdelivery.AgentUser(c)
+	return user
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	clusterdelivery "github.com/courier-dev/courier/pkg/delivery"
 )
 
 // Pulled Clusters (docs/design.md#pull-delivery): a Cluster with the courier.dev/agent-user
@@ -65,8 +66,7 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	u := cl.Annotations[courier.AnnotationAgentUser]
-	return u, u != ""
+	return clusterdelivery.AgentUser(cl)
 }
 
 // delivery returns what a computed row's deliverer says of it, for

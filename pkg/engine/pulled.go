@@ -1,19 +1,18 @@
 package engine
 
 import (
-	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/delivery"
 )
 
 // Pulled reports whether a Cluster is delivered by its own courier-agent
-// (annotation courier.dev/agent-user, docs/design.md#pull-delivery) rather than pushed. Push
+// (delivery.Pulled, docs/design.md#pull-delivery) rather than pushed. Push
 // and pull are never both used for one Cluster: the push engine neither
 // writes, sweeps nor records anything for a pulled Cluster, whose rows
 // show what its agent reports. The agent runs this same engine over a
 // Cluster it synthesizes without the annotation.
 func Pulled(cluster *fleet.Cluster) bool {
-	_, ok := cluster.Annotations[courier.AnnotationAgentUser]
-	return ok
+	return delivery.Pulled(cluster)
 }
 
 // leave drops what the push engine held for a Cluster it no longer

@@ -23,10 +23,10 @@ import (
 
 	"github.com/courier-dev/courier/pkg/agentauth"
 	"github.com/courier-dev/courier/pkg/agentreport"
-	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/internal/kubeproto"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 )
@@ -203,7 +203,7 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*fleetv1alpha1.Cluster)
 			n, _ := obj.(*fleetv1alpha1.Cluster)
-			if o != nil && n != nil && o.Annotations[courier.AnnotationAgentUser] != "" && n.Annotations[courier.AnnotationAgentUser] == "" {
+			if o != nil && n != nil && delivery.Pulled(o) && !delivery.Pulled(n) {
 				v.forgetReport(types.NamespacedName{Namespace: n.Namespace, Name: n.Name})
 			}
 		},
@@ -239,7 +239,7 @@ func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string)
 				return true // not known yet
 			}
 			cl, err := clusters.Lister().Clusters(c.Namespace).Get(c.Name)
-			return err == nil && cl.Annotations[courier.AnnotationAgentUser] != ""
+			return err == nil && delivery.Pulled(cl)
 		},
 	})
 	return err
@@ -289,7 +289,7 @@ func (v *views) sweepReports(ctx context.Context) {
 	}
 	for _, c := range v.reports.Clusters() {
 		cl, err := clusters.Lister().Clusters(c.Namespace).Get(c.Name)
-		if err == nil && cl.Annotations[courier.AnnotationAgentUser] != "" {
+		if err == nil && delivery.Pulled(cl) {
 			continue
 		}
 		r, ok := v.reports.Report(c)
