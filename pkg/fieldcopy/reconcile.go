@@ -43,6 +43,9 @@ type outcome struct {
 	message string
 	// write is true when the destination does not hold the wanted value.
 	write bool
+	// retract is true when the rule's source may not be used (exports.go):
+	// what Courier wrote at the destination before is removed.
+	retract bool
 }
 
 func (o *outcome) fail(phase courier.FieldCopyPhase, format string, args ...any) {
@@ -175,6 +178,8 @@ func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstruc
 		p.outcomes = append(p.outcomes, o)
 		if value, ok := c.ruleValue(ctx, &p, o, obj.GetNamespace()); ok {
 			applyRule(o, wanted, value)
+		} else if o.retract {
+			retract(o, obj, wanted)
 		}
 	}
 	// Judge each rule only once all are applied, so that the comparison
@@ -243,6 +248,9 @@ func (c *Controller) sourceValue(ctx context.Context, p *planned, o *outcome, ta
 		return nil, false
 	}
 	o.source.Namespace = ns
+	if c.refuseSecret(o, res.GVR, ns, s.Name) {
+		return nil, false
+	}
 	sk := objectKey{GVR: res.GVR, Namespace: ns, Name: s.Name}
 	p.sources = append(p.sources, sk)
 	inf, synced := c.sourceInformer(res.GVR, ns)
@@ -252,9 +260,15 @@ func (c *Controller) sourceValue(ctx context.Context, p *planned, o *outcome, ta
 		return nil, false
 	}
 	rv, exists := watched(inf, ns, s.Name)
+	if exists && c.deniedByMetadata(o, inf, res.GVK.Kind, ns, s.Name) {
+		return nil, false
+	}
 	var src *unstructured.Unstructured
 	if exists {
 		src, err = c.readSource(ctx, sk, rv)
+		if err == nil && c.deniedByContent(o, sk, src) {
+			return nil, false
+		}
 	}
 	switch {
 	case !exists || apierrors.IsNotFound(err):

@@ -139,7 +139,7 @@ func newViews(config *rest.Config, upstreamID string, o *Options) (*views, error
 	}
 	// Field copies watch Secrets and ConfigMaps through the same metadata
 	// informers, whether as targets or as sources.
-	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect, sources.shared()); err != nil {
+	if v.fieldCopy, err = newFieldCopies(config, v.fieldCopies, v.events, o.FieldCopy, o.LeaderElection.LeaderElect, sources.shared(), v.exports); err != nil {
 		return nil, err
 	}
 	return v, nil
