@@ -362,10 +362,12 @@ func TestHelmAdmissionPolicy(t *testing.T) {
 		plain = append(plain, decodeAll(t, string(data))...)
 	}
 	chart := decodeAll(t, helm(t, "template", "courier", chartDir, "-n", installNamespace))
-	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		p, c := find(t, plain, kind, admissionPolicyName), find(t, chart, kind, admissionPolicyName)
-		if !reflect.DeepEqual(p.Object["spec"], c.Object["spec"]) {
-			t.Errorf("the chart's %s differs from artifacts/admission's:\nchart: %v\nplain: %v", kind, c.Object["spec"], p.Object["spec"])
+	for _, name := range []string{admissionPolicyName, fieldCopyPolicyName} {
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			p, c := find(t, plain, kind, name), find(t, chart, kind, name)
+			if !reflect.DeepEqual(p.Object["spec"], c.Object["spec"]) {
+				t.Errorf("the chart's %s %s differs from artifacts/admission's:\nchart: %v\nplain: %v", kind, name, c.Object["spec"], p.Object["spec"])
+			}
 		}
 	}
 	policy := find(t, plain, "ValidatingAdmissionPolicy", admissionPolicyName)
