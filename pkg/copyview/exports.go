@@ -96,7 +96,7 @@ func (x *exportCheck) denied() []exportpolicy.Verdict {
 func deny(row *courier.DownstreamCopy, v exportpolicy.Verdict) {
 	row.Labels[courier.LabelDeliver] = "false"
 	row.Status = status(courier.CopyPhaseDenied, fmt.Sprintf(
-		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed unless keepResources", v.Message, row.Spec.Cluster))
+		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed, also one written with keepResources", v.Message, row.Spec.Cluster))
 }
 
 // deniedSource is the Problem of a denied source: its message is the
