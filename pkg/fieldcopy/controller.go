@@ -161,6 +161,10 @@ type Controller struct {
 	lastApplied   map[string]metav1.Time // row key -> lastAppliedTime
 	since         map[string]phaseSince  // row key -> when it entered its phase
 	dropped       map[objectKey]droppedWrite
+	// retracted names, by target, the rules whose destination Courier
+	// emptied because their source became denied (exports.go), so that
+	// their rows keep saying so after the write that did it.
+	retracted map[objectKey]map[string]bool
 }
 
 type phaseSince struct {
@@ -196,6 +200,7 @@ func NewController(cfg Config) *Controller {
 		lastApplied:   map[string]metav1.Time{},
 		since:         map[string]phaseSince{},
 		dropped:       map[objectKey]droppedWrite{},
+		retracted:     map[objectKey]map[string]bool{},
 	}
 }
 

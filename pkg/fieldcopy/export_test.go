@@ -172,3 +172,55 @@ func TestOwnedUnder(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestBadInputTurnsDenied: a rule edited from an allowed source to a
+// denied one, and a Secret deleted and recreated under its name with a
+// denied type, are each Refused with their rule's message; what Courier
+// wrote from the allowed source is retracted, and no value reaches a row.
+func TestBadInputTurnsDenied(t *testing.T) {
+	courierOwns := []metav1.ManagedFieldsEntry{{Manager: fieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:data":{".":{},"f:k":{}}}}}`)}}}
+	t.Run("rule edited to a denied source", func(t *testing.T) {
+		h := startWith(t, func(cfg *Config) {
+			cfg.Targets = []string{"federatedsecrets"}
+			cfg.Exports = exportpolicy.New(true, nil)
+		},
+			secret("ns1", "ok", map[string]any{"k": "djE="}),
+			secret("ns1", "kc", map[string]any{"config": tokenKubeconfig}),
+			fed("ns1", "fs", map[string]string{copyData: "secret:ok:data"}, map[string]any{}))
+		h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "")
+		fs := h.get(fedGVR, "ns1", "fs")
+		fs.SetManagedFields(courierOwns)
+		fs.SetAnnotations(map[string]string{copyData: "secret:kc:data"})
+		h.update(fedGVR, fs)
+		h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseRefused, "(rule kubeconfig-content); nothing is copied from it; what Courier wrote")
+		h.waitData("ns1", "fs", "map[]")
+		if _, msg := h.row("ns1", "federatedsecret.fs.spec.template.data"); strings.Contains(msg, canary) {
+			t.Errorf("the row quotes the value: %q", msg)
+		}
+	})
+	t.Run("secret recreated with a denied type", func(t *testing.T) {
+		h := startWith(t, func(cfg *Config) {
+			cfg.Targets = []string{"federatedsecrets"}
+			cfg.Exports = exportpolicy.New(true, nil)
+		},
+			secret("ns1", "src", map[string]any{"k": b64(canary)}),
+			fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}))
+		h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "")
+		fs := h.get(fedGVR, "ns1", "fs")
+		fs.SetManagedFields(courierOwns)
+		h.update(fedGVR, fs)
+		if err := h.client.Tracker().Delete(coreSecrets, "ns1", "src"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseSourceMissing, "")
+		again := secret("ns1", "src", map[string]any{"token": b64(canary)})
+		again.Object["type"] = "kubernetes.io/service-account-token"
+		again.SetResourceVersion(h.nextRV())
+		if err := h.client.Tracker().Create(coreSecrets, again, "ns1"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseRefused, "(rule secret-type)")
+		h.waitData("ns1", "fs", "map[]")
+	})
+}

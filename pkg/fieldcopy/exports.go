@@ -88,13 +88,35 @@ func (o *outcome) refuse(message string) {
 	o.retract = true
 }
 
+// noteRetraction retracts what a refused rule wrote (retract), and says so
+// on its row for as long as the rule stays refused: the pass after the
+// write that emptied the destination finds nothing left to remove.
+func (c *Controller) noteRetraction(key objectKey, o *outcome, obj, wanted *unstructured.Unstructured) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	done := c.retracted[key]
+	if !o.retract {
+		delete(done, o.rule.Origin)
+		return
+	}
+	if retract(o, obj, wanted) || done[o.rule.Origin] {
+		if done == nil {
+			done = map[string]bool{}
+			c.retracted[key] = done
+		}
+		done[o.rule.Origin] = true
+		o.message += fmt.Sprintf("; what Courier wrote at %s before is removed from the target", o.rule.Destination)
+	}
+}
+
 // retract removes from wanted what Courier's field manager wrote at o's
-// destination in obj, and says so on o. A replace rule's destination goes
-// whole; a merge rule loses only the fields Courier wrote under it.
-func retract(o *outcome, obj, wanted *unstructured.Unstructured) {
+// destination in obj, and reports whether there was any. A replace
+// rule's destination goes whole; a merge rule loses only the fields
+// Courier wrote under it.
+func retract(o *outcome, obj, wanted *unstructured.Unstructured) bool {
 	owned := ownedUnder(obj.GetManagedFields(), o.rule.Destination)
 	if len(owned) == 0 {
-		return
+		return false
 	}
 	if o.rule.Mode != courier.FieldCopyModeMerge {
 		owned = [][]string{o.rule.Destination}
@@ -102,7 +124,7 @@ func retract(o *outcome, obj, wanted *unstructured.Unstructured) {
 	for _, p := range owned {
 		unstructured.RemoveNestedField(wanted.Object, p...)
 	}
-	o.message += fmt.Sprintf("; what Courier wrote at %s before is removed from the target", o.rule.Destination)
+	return true
 }
 
 // ownedUnder returns the paths at or under dst of the fields Courier's

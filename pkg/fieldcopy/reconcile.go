@@ -102,7 +102,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 		return retry{}, nil
 	}
 	wanted := obj.DeepCopy()
-	outcomes, sources, again := c.plan(ctx, obj, wanted, parsed)
+	outcomes, sources, again := c.plan(ctx, key, obj, wanted, parsed)
 	c.setUses(key, sources)
 
 	changed := !sameValue(obj.Object, wanted.Object)
@@ -171,16 +171,15 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 
 // plan computes every rule onto wanted (a copy of obj) and returns the
 // outcomes, the sources read, and when to look again without an event.
-func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
+func (c *Controller) plan(ctx context.Context, key objectKey, obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
 	var p planned
 	for _, r := range parsed {
 		o := &outcome{rule: r}
 		p.outcomes = append(p.outcomes, o)
 		if value, ok := c.ruleValue(ctx, &p, o, obj.GetNamespace()); ok {
 			applyRule(o, wanted, value)
-		} else if o.retract {
-			retract(o, obj, wanted)
 		}
+		c.noteRetraction(key, o, obj, wanted)
 	}
 	// Judge each rule only once all are applied, so that the comparison
 	// sees the final object.
