@@ -390,6 +390,17 @@ func TestHelmAdmissionPolicy(t *testing.T) {
 			}
 		}
 	})
+	t.Run("secret sources set with the policies", func(t *testing.T) {
+		out := helm(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "fieldCopy.targets={configmaps}")
+		if !strings.Contains(out, "--fieldcopy-secret-sources=true") {
+			t.Error("with field-copy targets and the admission policies the chart does not set --fieldcopy-secret-sources")
+		}
+		off := helm(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "fieldCopy.targets={configmaps}",
+			"--set", "admissionPolicy.enabled=false", "--set", "fieldCopy.secretSources=false")
+		if strings.Contains(off, "--fieldcopy-secret-sources") {
+			t.Error("without the admission policies the chart sets --fieldcopy-secret-sources")
+		}
+	})
 	t.Run("exempt usernames", func(t *testing.T) {
 		// Only the policy and binding: they are cluster-scoped, and namespace
 		// elsewhere does not exist.
