@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -121,4 +122,42 @@ func TestFieldCopyAdmissionPolicy(t *testing.T) {
 	cm.Annotations["k8s-copier.fig.org/replace-data.v"] = "secret:vault:data"
 	_, err = author.Update(ctx, cm, metav1.UpdateOptions{})
 	refusedByFieldCopyPolicy(t, "a changed rule naming vault", err, `secrets "vault"`)
+}
+
+// TestFieldCopyAdmissionPolicyCost: the most distinct sources the policy
+// checks in one request (10, each an authorizer check) are checked within
+// the real kube-apiserver's CEL cost limits and admitted for a user who
+// may get them all; one more is refused with a message saying why.
+func TestFieldCopyAdmissionPolicyCost(t *testing.T) {
+	ctx := context.Background()
+	w := newWorkspace(t, "fc-admission-cost")
+	const user = "fc-many"
+	var names []string
+	for i := 0; i <= 10; i++ {
+		names = append(names, fmt.Sprintf("s%d", i))
+	}
+	w.bindRole("fc-many", user,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		getSecrets(names...))
+	author := kubeAs(t, user).CoreV1().ConfigMaps(w.ns)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	rules := func(n int) map[string]string {
+		a := map[string]string{}
+		for i := 0; i < n; i++ {
+			a[fmt.Sprintf("k8s-copier.fig.org/replace-data.v%d", i)] = fmt.Sprintf("secret:s%d:data.k", i)
+		}
+		return a
+	}
+	installAdmissionPolicy(t, func() (bool, string) {
+		_, err := author.Create(ctx, ruleConfigMap("probe", map[string]string{"k8s-copier.fig.org/replace-data.v": "secret:vault:data.k"}), dryRun)
+		if err == nil {
+			return false, "admitted"
+		}
+		return strings.Contains(err.Error(), fieldCopyPolicyName), err.Error()
+	})
+	if _, err := author.Create(ctx, ruleConfigMap("ten", rules(10)), dryRun); err != nil {
+		t.Errorf("10 distinct sources the user may get were refused: %v", err)
+	}
+	_, err := author.Create(ctx, ruleConfigMap("eleven", rules(11)), dryRun)
+	refusedByFieldCopyPolicy(t, "11 distinct sources", err, "at most 10 distinct sources")
 }
