@@ -2,14 +2,17 @@ package fieldcopy
 
 import (
 	"encoding/base64"
+	"errors"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
@@ -223,4 +226,29 @@ func TestBadInputTurnsDenied(t *testing.T) {
 		h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseRefused, "(rule secret-type)")
 		h.waitData("ns1", "fs", "map[]")
 	})
+}
+
+// TestRetractionThatFailsSaysSo: when the update that would remove what a
+// now-denied rule wrote is refused, the row says the value is still in the
+// target and why, never that it was removed.
+func TestRetractionThatFailsSaysSo(t *testing.T) {
+	h := startWith(t, func(cfg *Config) { cfg.Targets = []string{"federatedsecrets"} },
+		secret("ns1", "src", map[string]any{"k": "djE="}),
+		fed("ns1", "fs", map[string]string{copyData: "secret:src:data"}, map[string]any{}))
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseApplied, "")
+	fs := h.get(fedGVR, "ns1", "fs")
+	fs.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: fieldManager, Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+		FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:template":{"f:data":{"f:k":{}}}}}`)}}})
+	h.update(fedGVR, fs)
+	h.client.PrependReactor("update", "federatedsecrets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(fedGVR.GroupResource(), "fs", errors.New("no update"))
+	})
+	src := h.get(coreSecrets, "ns1", "src")
+	src.SetAnnotations(map[string]string{exportpolicy.AnnotationExport: "false"})
+	h.update(coreSecrets, src)
+	h.waitRow("ns1", "federatedsecret.fs.spec.template.data", courier.FieldCopyPhaseRefused,
+		"what Courier wrote at spec.template.data before is still in the target: removing it failed: ")
+	if _, msg := h.row("ns1", "federatedsecret.fs.spec.template.data"); strings.Contains(msg, "is removed from the target") {
+		t.Errorf("the row says removed: %q", msg)
+	}
 }

@@ -99,14 +99,35 @@ func (c *Controller) noteRetraction(key objectKey, o *outcome, obj, wanted *unst
 		delete(done, o.rule.Origin)
 		return
 	}
-	if retract(o, obj, wanted) || done[o.rule.Origin] {
+	o.retracting = retract(o, obj, wanted)
+	if o.retracting || done[o.rule.Origin] {
 		if done == nil {
 			done = map[string]bool{}
 			c.retracted[key] = done
 		}
 		done[o.rule.Origin] = true
-		o.message += fmt.Sprintf("; what Courier wrote at %s before is removed from the target", o.rule.Destination)
+		o.message += retractedSuffix(o)
 	}
+}
+
+// unretracted corrects the rows of rules whose retraction this pass did
+// not write (a follower, or a failed write): what Courier wrote is still
+// there, and why says what happens to it.
+func (c *Controller) unretracted(key objectKey, outcomes []*outcome, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range outcomes {
+		if !o.retracting {
+			continue
+		}
+		delete(c.retracted[key], o.rule.Origin)
+		o.message = strings.TrimSuffix(o.message, retractedSuffix(o)) +
+			fmt.Sprintf("; what Courier wrote at %s before is still in the target: %s", o.rule.Destination, why)
+	}
+}
+
+func retractedSuffix(o *outcome) string {
+	return fmt.Sprintf("; what Courier wrote at %s before is removed from the target", o.rule.Destination)
 }
 
 // retract removes from wanted what Courier's field manager wrote at o's

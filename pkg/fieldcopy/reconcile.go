@@ -46,6 +46,9 @@ type outcome struct {
 	// retract is true when the rule's source may not be used (exports.go):
 	// what Courier wrote at the destination before is removed.
 	retract bool
+	// retracting is true when this pass removes such fields: the write
+	// that does it decides what the row says (unretracted).
+	retracting bool
 }
 
 func (o *outcome) fail(phase courier.FieldCopyPhase, format string, args ...any) {
@@ -115,6 +118,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 				o.fail(courier.FieldCopyPhasePending, "the destination does not hold the source's value yet; the leader writes it")
 			}
 		}
+		c.unretracted(key, outcomes, "the leader removes it")
 	case c.wasDropped(key, obj, wanted):
 		for _, o := range outcomes {
 			if o.write {
@@ -157,6 +161,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 					o.fail(courier.FieldCopyPhaseFailed, "writing the target failed: %s", msg)
 				}
 			}
+			c.unretracted(key, outcomes, "removing it failed: "+msg)
 			again.backoff = true
 		default:
 			writesTotal.WithLabelValues("written").Inc()
