@@ -52,6 +52,7 @@ type config struct {
 	dir         string
 	binDir      string
 	crds        string
+	admission   string
 	example     string
 	fcExample   string
 	courier     string
@@ -70,6 +71,7 @@ func main() {
 	fs.StringVar(&c.dir, "dir", "_output/local", "work directory (wiped by up)")
 	fs.StringVar(&c.binDir, "bin-dir", "", "directory with kube-apiserver, kube-controller-manager, kubectl, etcd (default: output of hack/build-tools.sh)")
 	fs.StringVar(&c.crds, "crds", "artifacts/crds", "Fleet CRDs to install (the real ones are in ../shared/fleet-crds)")
+	fs.StringVar(&c.admission, "admission", "artifacts/admission", "admission policies installed upstream before the examples, as the chart installs them")
 	fs.StringVar(&c.example, "example", "artifacts/examples/helmop.yaml", "manifest applied to the upstream cluster after the Fleet objects")
 	fs.StringVar(&c.fcExample, "fieldcopy-example", "artifacts/examples/fieldcopy.yaml", "field-copy example applied after --example (Courier runs with --fieldcopy-target=configmaps limited to the workspace); empty: none")
 	fs.StringVar(&c.courier, "courier-binary", "_output/bin/courier-apiserver", "where up builds Courier and serve runs it from")
@@ -162,7 +164,7 @@ func up(c config, root string) error {
 		return err
 	}
 	defer logFile.Close()
-	args := []string{"serve", "--dir", c.dir, "--bin-dir", c.binDir, "--crds", c.crds, "--example", c.example,
+	args := []string{"serve", "--dir", c.dir, "--bin-dir", c.binDir, "--crds", c.crds, "--admission", c.admission, "--example", c.example,
 		"--fieldcopy-example", c.fcExample, "--courier-binary", c.courier, "--agent-binary", c.agent, "--downstreams", strconv.Itoa(c.downstreams)}
 	for _, a := range c.courierArgs {
 		args = append(args, "--courier-arg", a)
@@ -430,12 +432,19 @@ spec:
 	if err := kubectl("apply", "-f", c.example); err != nil {
 		return err
 	}
+	// The admission policies, as the chart installs them: a HelmOp, or a
+	// field-copy rule, may name only sources its author may get.
+	if err := kubectl("apply", "-f", c.admission); err != nil {
+		return err
+	}
 	args := c.courierArgs
 	if c.fcExample != "" {
 		if err := kubectl("apply", "-f", c.fcExample); err != nil {
 			return err
 		}
-		args = append([]string{"--fieldcopy-target=configmaps", "--fieldcopy-namespace=" + workspace}, args...)
+		// As the chart starts Courier for field copies: Secret sources on,
+		// which the field-copy admission policy above makes safe.
+		args = append([]string{"--fieldcopy-target=configmaps", "--fieldcopy-namespace=" + workspace, "--fieldcopy-secret-sources"}, args...)
 	}
 	courier, err := env.StartCourier(ctx, localenv.CourierOptions{Binary: c.courier, Args: args})
 	if err != nil {

@@ -67,9 +67,13 @@ type Inputs struct {
 }
 
 // SecretTypes tells the type of a Secret, by UID (a Secret's type never
-// changes), without its data; exportpolicy.SecretTypes is the real one.
+// changes), and whether its data holds a kubeconfig, by resourceVersion,
+// without handing its data on; exportpolicy.SecretTypes is the real one.
 type SecretTypes interface {
 	Type(ctx context.Context, namespace, name string, uid types.UID) (corev1.SecretType, error)
+	// KubeconfigContent reports whether the Secret at resourceVersion rv
+	// holds a kubeconfig carrying credentials; only the answer is kept.
+	KubeconfigContent(ctx context.Context, namespace, name string, uid types.UID, rv string) (bool, error)
 	// Forget drops what is known of a Secret that is gone.
 	Forget(uid types.UID)
 }

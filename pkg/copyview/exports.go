@@ -12,9 +12,11 @@ import (
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
-// The view alone decides that a source may not be exported (docs/design.md#export-safety),
-// from its metadata, its type and the Clusters that name it as
-// their kubeconfig: such a row is Denied, labelled not delivered
+// The view alone decides that a source may not be exported
+// (docs/design.md#export-safety), from its metadata, its type, whether
+// its data holds a kubeconfig with credentials (read once per version,
+// only the answer kept) and the Clusters that name it as their
+// kubeconfig: such a row is Denied, labelled not delivered
 // (courier.LabelDeliver), and handed to no engine, so a copy made before
 // is a leftover the engine removes (or keeps, with keepResources). Every
 // read of a source for copying applies the same rule again
@@ -64,6 +66,16 @@ func sourceVerdict(ctx context.Context, in Inputs, kind string, m metav1.Object)
 			return exportpolicy.Verdict{}, fmt.Errorf("telling whether Secret %s/%s may be exported: %w", m.GetNamespace(), m.GetName(), err)
 		}
 		src.Type = t
+		if v := in.Exports.Check(src); v.Denied() {
+			return v, nil
+		}
+		// The content rule needs the data: decided here, by the one owner
+		// of a row's phase, once per version of the Secret.
+		kc, err := in.SecretTypes.KubeconfigContent(ctx, m.GetNamespace(), m.GetName(), m.GetUID(), m.GetResourceVersion())
+		if err != nil {
+			return exportpolicy.Verdict{}, fmt.Errorf("telling whether Secret %s/%s may be exported: %w", m.GetNamespace(), m.GetName(), err)
+		}
+		src.KubeconfigContent = kc
 	}
 	return in.Exports.Check(src), nil
 }
@@ -84,7 +96,7 @@ func (x *exportCheck) denied() []exportpolicy.Verdict {
 func deny(row *courier.DownstreamCopy, v exportpolicy.Verdict) {
 	row.Labels[courier.LabelDeliver] = "false"
 	row.Status = status(courier.CopyPhaseDenied, fmt.Sprintf(
-		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed unless keepResources", v.Message, row.Spec.Cluster))
+		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed, also one written with keepResources", v.Message, row.Spec.Cluster))
 }
 
 // deniedSource is the Problem of a denied source: its message is the

@@ -24,10 +24,24 @@ type fakeTypes struct {
 	fail    map[string]bool              // names whose lookup fails
 	lookups map[types.UID]int
 	forgot  []types.UID
+	// kubeconfigs are the names of Secrets whose data holds a kubeconfig
+	// with credentials; reads counts the content reads by UID@rv.
+	kubeconfigs map[string]bool
+	reads       map[string]int
 }
 
 func newFakeTypes(t map[string]corev1.SecretType) *fakeTypes {
-	return &fakeTypes{types: t, fail: map[string]bool{}, lookups: map[types.UID]int{}}
+	return &fakeTypes{types: t, fail: map[string]bool{}, lookups: map[types.UID]int{}, kubeconfigs: map[string]bool{}, reads: map[string]int{}}
+}
+
+func (f *fakeTypes) KubeconfigContent(_ context.Context, _, name string, uid types.UID, rv string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads[string(uid)+"@"+rv]++
+	if f.fail[name] {
+		return false, errors.New("connection refused")
+	}
+	return f.kubeconfigs[name], nil
 }
 
 func (f *fakeTypes) Type(_ context.Context, _, name string, uid types.UID) (corev1.SecretType, error) {
@@ -225,5 +239,42 @@ func TestDenyListOff(t *testing.T) {
 		if got := f.row(name); got.Status.Phase != courier.CopyPhasePending || !courier.Delivered(got.Labels) {
 			t.Errorf("row %s with the deny list off: %s %v", name, got.Status.Phase, got.Labels)
 		}
+	}
+}
+
+// TestKubeconfigContentIsDecidedByTheView: a listed Secret whose data
+// becomes a kubeconfig with credentials (a new version of it) turns its
+// rows Denied by rule kubeconfig-content, asked about that version; the
+// earlier version's rows were delivered, and a Secret denied by name is
+// never read.
+func TestKubeconfigContentIsDecidedByTheView(t *testing.T) {
+	f, st, _ := exportFixture(t, true)
+	if got := f.row("app.c1.secret.creds"); got.Status.Phase != courier.CopyPhasePending {
+		t.Fatalf("creds before: %s %q", got.Status.Phase, got.Status.Message)
+	}
+	st.mu.Lock()
+	st.kubeconfigs["creds"] = true
+	st.mu.Unlock()
+	f.update(secretWithUID("creds", "1"), secretWithUID("creds", "7"))
+	f.drain()
+	for _, name := range []string{"app.c1.secret.creds", "app.c2.secret.creds"} {
+		got := f.row(name)
+		if got.Status.Phase != courier.CopyPhaseDenied || courier.Delivered(got.Labels) ||
+			!strings.Contains(got.Status.Message, exportpolicy.RuleKubeconfigContent) {
+			t.Errorf("%s: %s %v %q, want Denied by %s", name, got.Status.Phase, got.Labels, got.Status.Message, exportpolicy.RuleKubeconfigContent)
+		}
+	}
+	if got := f.engine.desiredOf(appOp); !reflect.DeepEqual(got, []string{"app.c1.configmap.settings", "app.c2.configmap.settings"}) {
+		t.Errorf("engine was handed %v", got)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// Asked about the version the view holds (the real lookup reads each
+	// version once: exportpolicy.SecretTypes).
+	if n := st.reads["uid-creds@7"]; n == 0 {
+		t.Errorf("version 7 of creds was never asked about: %v", st.reads)
+	}
+	if n := st.reads["uid-c1-kubeconfig@2"]; n != 0 {
+		t.Errorf("the Cluster's kubeconfig was read %d times; it is denied by name, unread", n)
 	}
 }

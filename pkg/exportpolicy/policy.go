@@ -1,24 +1,29 @@
 // Package exportpolicy decides which upstream sources Courier may export
-// to downstream clusters at all, whatever an owner lists (docs/design.md#export-safety).
-// Courier reads sources with its own identity, so without this rule
-// whoever may edit a HelmOp could carry out anything in its namespace that
-// Courier can read: a Cluster's kubeconfig (another cluster's admin
-// credentials), ServiceAccount tokens, Helm releases, Fleet's own Secrets.
+// to downstream clusters, or copy into another object, at all, whatever
+// an owner lists (docs/design.md#export-safety). Courier reads sources
+// with its own identity, so without this rule whoever may edit a HelmOp,
+// a Bundle or a field-copy annotation could carry out anything Courier can
+// read: a Cluster's kubeconfig (another cluster's admin credentials), any
+// kubeconfig with credentials, ServiceAccount tokens, Helm releases,
+// Rancher's and Fleet's own Secrets.
 //
-// One rule, two callers. The view decides each row's phase with Check
-// (from metadata and the Secret's type), and hands denied rows to no
-// engine. Every read of a source for copying -- push's GET and the
-// agents' payloads -- goes through Guard, which applies the same rule to
-// the object read, so that a view that has not caught up yet (an
-// annotation added a moment ago) can never let a denied source out.
+// One rule, one place, many callers. The view decides each row's phase
+// with Check (from metadata, the Secret's type and whether its data holds
+// a kubeconfig, SecretFacts), and hands denied rows to no engine. Every
+// read of a source for copying -- push's GET, the agents' payloads and
+// field copies -- goes through Guard or GuardUnstructured, which apply the
+// same rule to the object read, so that a view that has not caught up yet
+// (an annotation added a moment ago) can never let a denied source out.
 package exportpolicy
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -36,6 +41,9 @@ const (
 	RuleSecretType = "secret-type"
 	// RuleExportAnnotation: a source annotated courier.dev/export: "false".
 	RuleExportAnnotation = "export-annotation"
+	// RuleKubeconfigContent: a Secret any of whose values is a kubeconfig
+	// carrying credentials, whether or not a Cluster names it.
+	RuleKubeconfigContent = "kubeconfig-content"
 )
 
 // deniedTypes are the Secret types never exported: credentials minted by
@@ -49,11 +57,18 @@ var deniedTypes = map[corev1.SecretType]bool{
 	"helm.sh/release.v1":                 true,
 }
 
-const fleetTypePrefix = "fleet.cattle.io/"
+// rancherTypeDomain is the domain under which Rancher and Fleet name
+// their Secret types (fleet.cattle.io/..., management.cattle.io/...,
+// provisioning.cattle.io/...): a type whose domain is it or ends in it.
+const rancherTypeDomain = "cattle.io"
 
 // DeniedType reports whether Secrets of type t are never exported.
 func DeniedType(t corev1.SecretType) bool {
-	return deniedTypes[t] || strings.HasPrefix(string(t), fleetTypePrefix)
+	if deniedTypes[t] {
+		return true
+	}
+	domain, _, ok := strings.Cut(string(t), "/")
+	return ok && (domain == rancherTypeDomain || strings.HasSuffix(domain, "."+rancherTypeDomain))
 }
 
 // Source is what the rule looks at of one source: never its data.
@@ -63,6 +78,10 @@ type Source struct {
 	Annotations           map[string]string
 	// Type is a Secret's type.
 	Type corev1.SecretType
+	// KubeconfigContent is true for a Secret one of whose values is a
+	// kubeconfig carrying credentials (CarriesKubeconfig): the caller
+	// that read the data says so, and keeps the data to itself.
+	KubeconfigContent bool
 }
 
 // Verdict is the rule's answer for one source: Rule is "" when it may be
@@ -116,6 +135,10 @@ func (p *Policy) Check(s Source) Verdict {
 			return Verdict{Rule: RuleSecretType, Message: fmt.Sprintf(
 				"%s is never exported: Secrets of type %s hold credentials or another controller's state (rule %s)", what, s.Type, RuleSecretType)}
 		}
+		if s.KubeconfigContent {
+			return Verdict{Rule: RuleKubeconfigContent, Message: fmt.Sprintf(
+				"%s is never exported: one of its values is a kubeconfig carrying credentials (rule %s)", what, RuleKubeconfigContent)}
+		}
 	}
 	if strings.EqualFold(s.Annotations[AnnotationExport], "false") {
 		return Verdict{Rule: RuleExportAnnotation, Message: fmt.Sprintf(
@@ -156,7 +179,8 @@ func (p *Policy) Guard(obj runtime.Object) error {
 	var s Source
 	switch o := obj.(type) {
 	case *corev1.Secret:
-		s = Source{Kind: "Secret", Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations, Type: o.Type}
+		s = Source{Kind: "Secret", Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations, Type: o.Type,
+			KubeconfigContent: p.DenyList() && CarriesKubeconfig(o.Data)}
 	case *corev1.ConfigMap:
 		s = Source{Kind: "ConfigMap", Namespace: o.Namespace, Name: o.Name, Annotations: o.Annotations}
 	default:
@@ -166,4 +190,39 @@ func (p *Policy) Guard(obj runtime.Object) error {
 		return &DeniedError{Verdict: v}
 	}
 	return nil
+}
+
+// GuardUnstructured is Guard for an object read through the dynamic
+// client (field copies), of any kind: a core/v1 Secret is judged as Guard
+// judges it, with its data decoded here only to look for a kubeconfig;
+// any other object only by the export annotation.
+func (p *Policy) GuardUnstructured(obj *unstructured.Unstructured) error {
+	s := Source{Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName(), Annotations: obj.GetAnnotations()}
+	if obj.GetAPIVersion() == "v1" && obj.GetKind() == "Secret" {
+		t, _, _ := unstructured.NestedString(obj.Object, "type")
+		s.Type = corev1.SecretType(t)
+		s.KubeconfigContent = p.DenyList() && CarriesKubeconfig(unstructuredData(obj))
+	}
+	if v := p.Check(s); v.Denied() {
+		return &DeniedError{Verdict: v}
+	}
+	return nil
+}
+
+// unstructuredData decodes a Secret's data as read through the dynamic
+// client (base64 strings). A value that does not decode is skipped: the
+// API server never returns one.
+func unstructuredData(obj *unstructured.Unstructured) map[string][]byte {
+	raw, _, _ := unstructured.NestedMap(obj.Object, "data")
+	out := make(map[string][]byte, len(raw))
+	for k, v := range raw {
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			out[k] = b
+		}
+	}
+	return out
 }

@@ -108,3 +108,23 @@ func TestGuard(t *testing.T) {
 		})
 	}
 }
+
+func TestDeniedType(t *testing.T) {
+	for typ, want := range map[corev1.SecretType]bool{
+		corev1.SecretTypeOpaque:                       false,
+		corev1.SecretTypeTLS:                          false,
+		corev1.SecretTypeServiceAccountToken:          true,
+		"fleet.cattle.io/cluster-registration-values": true,
+		"management.cattle.io/cloud-credential":       true,
+		"provisioning.cattle.io/cluster-state":        true,
+		"cattle.io/anything":                          true,
+		"rke.cattle.io/machine-state":                 true,
+		"notcattle.io/x":                              false,
+		"example.com/fleet.cattle.io":                 false,
+		"cattle.io":                                   false,
+	} {
+		if got := DeniedType(typ); got != want {
+			t.Errorf("DeniedType(%q) = %v, want %v", typ, got, want)
+		}
+	}
+}

@@ -27,12 +27,22 @@ type SecretTypes struct {
 
 	mu    sync.Mutex
 	byUID map[types.UID]corev1.SecretType
+	// content is, by UID, whether the Secret at one resourceVersion holds
+	// a kubeconfig with credentials (KubeconfigContent). Only the answer
+	// is kept, never the data.
+	content map[types.UID]contentVerdict
+}
+
+// contentVerdict is what is kept of one Secret's data at one version.
+type contentVerdict struct {
+	resourceVersion string
+	kubeconfig      bool
 }
 
 // NewSecretTypes returns a lookup through client, a core/v1 REST client
 // of the upstream cluster (kubernetes.Interface.CoreV1().RESTClient()).
 func NewSecretTypes(client rest.Interface) *SecretTypes {
-	return &SecretTypes{client: client, byUID: map[types.UID]corev1.SecretType{}}
+	return &SecretTypes{client: client, byUID: map[types.UID]corev1.SecretType{}, content: map[types.UID]contentVerdict{}}
 }
 
 // tableAccept asks the API server for a server-side Table (the form
@@ -72,7 +82,47 @@ func (t *SecretTypes) Type(ctx context.Context, namespace, name string, uid type
 func (t *SecretTypes) Forget(uid types.UID) {
 	t.mu.Lock()
 	delete(t.byUID, uid)
+	delete(t.content, uid)
 	t.mu.Unlock()
+}
+
+// KubeconfigContent reports whether Secret namespace/name (UID uid) at
+// resourceVersion rv holds a kubeconfig carrying credentials
+// (CarriesKubeconfig, rule kubeconfig-content). Unlike a type, data
+// changes: the Secret is read in full once per resourceVersion, the
+// answer kept and the data dropped at once. A read that finds another
+// object or another version fails, as Type does: the caller's metadata is
+// then behind, and catches up.
+func (t *SecretTypes) KubeconfigContent(ctx context.Context, namespace, name string, uid types.UID, rv string) (bool, error) {
+	t.mu.Lock()
+	cv, ok := t.content[uid]
+	t.mu.Unlock()
+	if ok && cv.resourceVersion == rv {
+		return cv.kubeconfig, nil
+	}
+	v, err, _ := t.reads.Do("content/"+string(uid)+"@"+rv, func() (any, error) {
+		var s corev1.Secret
+		if err := t.client.Get().Namespace(namespace).Resource("secrets").Name(name).Do(ctx).Into(&s); err != nil {
+			return nil, err
+		}
+		if s.UID != uid {
+			return nil, fmt.Errorf("reading Secret %s/%s: found UID %s, want %s (replaced meanwhile)", namespace, name, s.UID, uid)
+		}
+		found := CarriesKubeconfig(s.Data)
+		if s.ResourceVersion != rv {
+			// Changed meanwhile: the answer is for a version the caller
+			// has not seen; it asks again when it does.
+			return nil, fmt.Errorf("reading Secret %s/%s: found resourceVersion %s, want %s (changed meanwhile)", namespace, name, s.ResourceVersion, rv)
+		}
+		t.mu.Lock()
+		t.content[uid] = contentVerdict{resourceVersion: rv, kubeconfig: found}
+		t.mu.Unlock()
+		return found, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return v.(bool), nil
 }
 
 // Len returns how many Secrets' types are held.

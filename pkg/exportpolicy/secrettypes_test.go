@@ -2,6 +2,7 @@ package exportpolicy
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,5 +70,57 @@ func TestTypeFromTableRejectsWhatIsNotASecretTable(t *testing.T) {
 		if _, _, err := typeFromTable([]byte(raw)); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestKubeconfigContentReadsOncePerVersion: a Secret is read in full once
+// per resourceVersion; the answer, never the data, is kept; a read that
+// finds another version or another object is an error remembering nothing.
+func TestKubeconfigContentReadsOncePerVersion(t *testing.T) {
+	var reads atomic.Int32
+	var rv atomic.Value
+	rv.Store("7")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reads.Add(1)
+		if r.URL.Path != "/api/v1/namespaces/ns/secrets/kc" {
+			http.Error(w, "unexpected request "+r.URL.Path, http.StatusBadRequest)
+			return
+		}
+		config := "plain"
+		if rv.Load() == "8" {
+			config = `{"kind":"Config","users":[{"name":"u","user":{"token":"canary"}}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Secret","apiVersion":"v1","metadata":{"name":"kc","namespace":"ns","uid":"uid-1","resourceVersion":"` +
+			rv.Load().(string) + `"},"data":{"config":"` + base64.StdEncoding.EncodeToString([]byte(config)) + `"}}`))
+	}))
+	defer srv.Close()
+	kube := kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
+	st := NewSecretTypes(kube.CoreV1().RESTClient())
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if got, err := st.KubeconfigContent(ctx, "ns", "kc", "uid-1", "7"); err != nil || got {
+			t.Fatalf("version 7: %v, %v; want false", got, err)
+		}
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("%d reads of one version, want 1", n)
+	}
+	// The watch is behind the read: an error, nothing kept.
+	rv.Store("8")
+	if _, err := st.KubeconfigContent(ctx, "ns", "kc", "uid-1", "7x"); err == nil || !strings.Contains(err.Error(), "changed meanwhile") {
+		t.Errorf("a newer version read gave %v, want an error", err)
+	}
+	if got, err := st.KubeconfigContent(ctx, "ns", "kc", "uid-1", "8"); err != nil || !got {
+		t.Errorf("version 8: %v, %v; want true", got, err)
+	}
+	if _, err := st.KubeconfigContent(ctx, "ns", "kc", "uid-2", "8"); err == nil || !strings.Contains(err.Error(), "uid-2") {
+		t.Errorf("a replaced Secret gave %v, want an error naming the UID", err)
+	}
+	st.Forget("uid-1")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.content) != 0 {
+		t.Errorf("%d answers held after Forget", len(st.content))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/pkg/fieldcopy/rules"
 )
 
@@ -15,7 +16,7 @@ import (
 //
 //   - every object of a target or source kind (in the watched namespaces):
 //     its metadata only, trimmed by trimMetadata to name, namespace, UID,
-//     resourceVersion and the rule annotations;
+//     resourceVersion, the rule annotations and courier.dev/export;
 //   - the full content of each source some rule names (sourceContent) and
 //     of each target that has rules (targetContent), read by GET and used
 //     while the watch shows the same resourceVersion. A source's content is
@@ -44,7 +45,9 @@ func trimMetadata(obj any) (any, error) {
 		},
 	}
 	for k, v := range m.Annotations {
-		if rules.IsRuleAnnotation(k) {
+		// The export annotation stays too: a source so annotated is never
+		// read for a rule (exports.go).
+		if rules.IsRuleAnnotation(k) || k == exportpolicy.AnnotationExport {
 			if out.Annotations == nil {
 				out.Annotations = map[string]string{}
 			}

@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
 	"github.com/courier-dev/courier/pkg/fieldcopy/rules"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -68,6 +69,15 @@ type Config struct {
 	Namespaces []string
 	// CrossNamespace allows sources outside the target's namespace.
 	CrossNamespace bool
+	// SecretSources allows rules whose source is a Secret
+	// (--fieldcopy-secret-sources): Courier cannot see who wrote a rule,
+	// so this is safe only with the admission policy that refuses a rule
+	// whose author may not get its source.
+	SecretSources bool
+	// Exports is the export rule every source is judged by before a rule
+	// uses it (docs/design.md#export-safety); nil denies only sources
+	// annotated courier.dev/export: "false".
+	Exports *exportpolicy.Policy
 	// Recorder, when set, receives a Warning Event on the target for rules
 	// that become Invalid, Refused or Failed.
 	Recorder record.EventRecorder
@@ -151,6 +161,10 @@ type Controller struct {
 	lastApplied   map[string]metav1.Time // row key -> lastAppliedTime
 	since         map[string]phaseSince  // row key -> when it entered its phase
 	dropped       map[objectKey]droppedWrite
+	// retracted names, by target, the rules whose destination Courier
+	// emptied because their source became denied (exports.go), so that
+	// their rows keep saying so after the write that did it.
+	retracted map[objectKey]map[string]bool
 }
 
 type phaseSince struct {
@@ -186,6 +200,7 @@ func NewController(cfg Config) *Controller {
 		lastApplied:   map[string]metav1.Time{},
 		since:         map[string]phaseSince{},
 		dropped:       map[objectKey]droppedWrite{},
+		retracted:     map[objectKey]map[string]bool{},
 	}
 }
 

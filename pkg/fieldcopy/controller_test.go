@@ -121,6 +121,8 @@ func startWith(t *testing.T, configure func(*Config), objs ...runtime.Object) *h
 		Resolver:      fakeResolver{},
 		Store:         h.store,
 		RetryInterval: 100 * time.Millisecond,
+		// Most tests copy from Secrets; export_test.go turns this off.
+		SecretSources: true,
 	}
 	configure(&cfg)
 	h.ctrl = NewController(cfg)

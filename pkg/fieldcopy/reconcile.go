@@ -43,6 +43,12 @@ type outcome struct {
 	message string
 	// write is true when the destination does not hold the wanted value.
 	write bool
+	// retract is true when the rule's source may not be used (exports.go):
+	// what Courier wrote at the destination before is removed.
+	retract bool
+	// retracting is true when this pass removes such fields: the write
+	// that does it decides what the row says (unretracted).
+	retracting bool
 }
 
 func (o *outcome) fail(phase courier.FieldCopyPhase, format string, args ...any) {
@@ -99,7 +105,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 		return retry{}, nil
 	}
 	wanted := obj.DeepCopy()
-	outcomes, sources, again := c.plan(ctx, obj, wanted, parsed)
+	outcomes, sources, again := c.plan(ctx, key, obj, wanted, parsed)
 	c.setUses(key, sources)
 
 	changed := !sameValue(obj.Object, wanted.Object)
@@ -112,6 +118,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 				o.fail(courier.FieldCopyPhasePending, "the destination does not hold the source's value yet; the leader writes it")
 			}
 		}
+		c.unretracted(key, outcomes, "the leader removes it")
 	case c.wasDropped(key, obj, wanted):
 		for _, o := range outcomes {
 			if o.write {
@@ -154,6 +161,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 					o.fail(courier.FieldCopyPhaseFailed, "writing the target failed: %s", msg)
 				}
 			}
+			c.unretracted(key, outcomes, "removing it failed: "+msg)
 			again.backoff = true
 		default:
 			writesTotal.WithLabelValues("written").Inc()
@@ -168,7 +176,7 @@ func (c *Controller) sync(ctx context.Context, key objectKey, obj *unstructured.
 
 // plan computes every rule onto wanted (a copy of obj) and returns the
 // outcomes, the sources read, and when to look again without an event.
-func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
+func (c *Controller) plan(ctx context.Context, key objectKey, obj, wanted *unstructured.Unstructured, parsed []rules.Rule) ([]*outcome, []objectKey, retry) {
 	var p planned
 	for _, r := range parsed {
 		o := &outcome{rule: r}
@@ -176,6 +184,7 @@ func (c *Controller) plan(ctx context.Context, obj, wanted *unstructured.Unstruc
 		if value, ok := c.ruleValue(ctx, &p, o, obj.GetNamespace()); ok {
 			applyRule(o, wanted, value)
 		}
+		c.noteRetraction(key, o, obj, wanted)
 	}
 	// Judge each rule only once all are applied, so that the comparison
 	// sees the final object.
@@ -243,6 +252,9 @@ func (c *Controller) sourceValue(ctx context.Context, p *planned, o *outcome, ta
 		return nil, false
 	}
 	o.source.Namespace = ns
+	if c.refuseSecret(o, res.GVR, ns, s.Name) {
+		return nil, false
+	}
 	sk := objectKey{GVR: res.GVR, Namespace: ns, Name: s.Name}
 	p.sources = append(p.sources, sk)
 	inf, synced := c.sourceInformer(res.GVR, ns)
@@ -252,9 +264,15 @@ func (c *Controller) sourceValue(ctx context.Context, p *planned, o *outcome, ta
 		return nil, false
 	}
 	rv, exists := watched(inf, ns, s.Name)
+	if exists && c.deniedByMetadata(o, inf, res.GVK.Kind, ns, s.Name) {
+		return nil, false
+	}
 	var src *unstructured.Unstructured
 	if exists {
 		src, err = c.readSource(ctx, sk, rv)
+		if err == nil && c.deniedByContent(o, sk, src) {
+			return nil, false
+		}
 	}
 	switch {
 	case !exists || apierrors.IsNotFound(err):

@@ -182,6 +182,7 @@ func (c *Controller) forget(key objectKey) {
 	_, had := c.rows[key]
 	delete(c.rows, key)
 	delete(c.dropped, key)
+	delete(c.retracted, key)
 	delete(c.targetContent, key)
 	c.setUsesLocked(key, nil)
 	var all []*courier.FieldCopy

@@ -362,10 +362,12 @@ func TestHelmAdmissionPolicy(t *testing.T) {
 		plain = append(plain, decodeAll(t, string(data))...)
 	}
 	chart := decodeAll(t, helm(t, "template", "courier", chartDir, "-n", installNamespace))
-	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		p, c := find(t, plain, kind, admissionPolicyName), find(t, chart, kind, admissionPolicyName)
-		if !reflect.DeepEqual(p.Object["spec"], c.Object["spec"]) {
-			t.Errorf("the chart's %s differs from artifacts/admission's:\nchart: %v\nplain: %v", kind, c.Object["spec"], p.Object["spec"])
+	for _, name := range []string{admissionPolicyName, fieldCopyPolicyName} {
+		for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+			p, c := find(t, plain, kind, name), find(t, chart, kind, name)
+			if !reflect.DeepEqual(p.Object["spec"], c.Object["spec"]) {
+				t.Errorf("the chart's %s %s differs from artifacts/admission's:\nchart: %v\nplain: %v", kind, name, c.Object["spec"], p.Object["spec"])
+			}
 		}
 	}
 	policy := find(t, plain, "ValidatingAdmissionPolicy", admissionPolicyName)
@@ -386,6 +388,17 @@ func TestHelmAdmissionPolicy(t *testing.T) {
 			if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
 				t.Errorf("with admissionPolicy.enabled=false the chart renders %s %s", o.GetKind(), o.GetName())
 			}
+		}
+	})
+	t.Run("secret sources set with the policies", func(t *testing.T) {
+		out := helm(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "fieldCopy.targets={configmaps}")
+		if !strings.Contains(out, "--fieldcopy-secret-sources=true") {
+			t.Error("with field-copy targets and the admission policies the chart does not set --fieldcopy-secret-sources")
+		}
+		off := helm(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "fieldCopy.targets={configmaps}",
+			"--set", "admissionPolicy.enabled=false", "--set", "fieldCopy.secretSources=false")
+		if strings.Contains(off, "--fieldcopy-secret-sources") {
+			t.Error("without the admission policies the chart sets --fieldcopy-secret-sources")
 		}
 	})
 	t.Run("exempt usernames", func(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 // each type never exported, and a ConfigMap. The ordinary Secret and the
 // ConfigMap are copied (the positive control, in the same pass); nothing
 // denied is, and each denied row says why. Then the ConfigMap is annotated
-// courier.dev/export: "false": its copy is removed, and a second HelmOp's
-// copy of it, written with keepResources, stays. No row, Event, log line
+// courier.dev/export: "false": its copy is removed, and so is a second
+// HelmOp's copy of it written with keepResources, with a Warning Event. No row, Event, log line
 // or metric holds any denied Secret's data.
 func TestExportDenyList(t *testing.T) {
 	ctx := context.Background()
@@ -106,11 +106,16 @@ func TestExportDenyList(t *testing.T) {
 	w.apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Annotations: map[string]string{exportpolicy.AnnotationExport: "false"}},
 		Data: map[string]string{"color": "blue"}})
 	waitConfigMap(t, 1, dest, "settings", 30*time.Second, "the opted-out ConfigMap's copy removed", func(c *corev1.ConfigMap) bool { return c == nil })
+	// keepResources keeps copies nothing wants, never a leak: the copy
+	// written with it goes too, with a Warning Event saying why.
+	waitConfigMap(t, 1, dest+"-kept", "settings", 30*time.Second, "the keepResources copy of the opted-out ConfigMap removed",
+		func(c *corev1.ConfigMap) bool { return c == nil })
 	w.waitRows(metav1.ListOptions{FieldSelector: "spec.source.name=settings"},
 		"c2/ConfigMap/settings@"+dest+"=Denied", "c2/ConfigMap/settings@"+dest+"-kept=Denied")
-	if _, err := downstream(t, 1).CoreV1().ConfigMaps(dest+"-kept").Get(ctx, "settings", metav1.GetOptions{}); err != nil {
-		t.Errorf("the copy written with keepResources was not kept: %v", err)
-	}
+	eventually(t, "a Warning Event ExportRetracted on HelmOp keep", func() (bool, string) {
+		out := kubectl(t, "get", "events", "-n", w.ns, "--field-selector", "reason=ExportRetracted,involvedObject.name=keep", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, "although written with keepResources") && strings.Contains(out, "(rule export-annotation)"), out
+	})
 
 	// No row, Event, log line or metric holds the data. Positive controls
 	// first: each text is about this workspace, and the canary is found

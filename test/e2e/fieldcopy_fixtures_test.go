@@ -26,10 +26,13 @@ import (
 // fieldCopyArgs are the shared Courier's field-copy flags (main_test.go).
 // The target kinds are CRDs the tests install after Courier started, so
 // they resolve late, and each is written in a different form: full
-// resource.version.group, kind, singular.
+// resource.version.group, kind, singular. Secret sources are on, as the
+// chart sets them together with the admission policy; the export rule and
+// the policy are what the tests of fieldcopy_export_test.go check.
 var fieldCopyArgs = []string{
 	"--fieldcopy-target=federatedsecrets.v1.e2e.courier.dev,FederatedDeployment",
-	"--fieldcopy-target=secret",
+	"--fieldcopy-target=secret,configmap",
+	"--fieldcopy-secret-sources",
 }
 
 var (

@@ -162,7 +162,7 @@ func (c *Controller) Copyable() []string {
 // wanted reports whether a row is one the engine must write: its Cluster's,
 // and delivered (courier.LabelDeliver) -- not a leftover copy no HelmOp
 // wants any more (Kept, Deleting), nor a source that may never be exported
-// (Denied), whose copy the engine then removes unless keepResources. The
+// (Denied), whose copy the engine then removes, even under keepResources. The
 // label decides, never the row's displayed phase.
 func (c *Controller) wanted(r *v1alpha1.DownstreamCopy) bool {
 	return r.Namespace == c.namespace && r.Spec.Cluster == c.cluster && courier.Delivered(r.Labels)

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/pkg/fieldcopy"
 	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
 	"github.com/courier-dev/courier/pkg/registry/memstore"
@@ -36,6 +37,9 @@ type FieldCopyOptions struct {
 	Namespaces []string
 	// CrossNamespace allows sources outside the target's namespace.
 	CrossNamespace bool
+	// SecretSources allows rules whose source is a Secret; off by default
+	// (docs/security.md#field-copies).
+	SecretSources bool
 }
 
 // fieldCopyWorkers is how many targets are reconciled at once.
@@ -53,6 +57,8 @@ func (f *FieldCopyOptions) addFlags(fs *pflag.FlagSet) {
 		"k8s-copier's --namespace: limit field copies to targets in these namespaces (repeatable or comma-separated). Default: all namespaces.")
 	fs.BoolVar(&f.CrossNamespace, "fieldcopy-cross-namespace", f.CrossNamespace,
 		"Allow field copies to read sources outside the target's namespace (and cluster-scoped sources). Off by default: otherwise anyone who may annotate a target could read any object Courier can read.")
+	fs.BoolVar(&f.SecretSources, "fieldcopy-secret-sources", f.SecretSources,
+		"Allow field-copy rules whose source is a Secret. Off by default: Courier reads sources with its own rights and cannot see who wrote a rule, so this is safe only with the admission policy courier-fieldcopy-requires-get installed (artifacts/admission/, the chart sets both together). Sources the export rule denies are refused either way.")
 }
 
 // validate reports every malformed target and namespace.
@@ -68,8 +74,8 @@ func (f *FieldCopyOptions) validate() []error {
 			errs = append(errs, fmt.Errorf("--fieldcopy-namespace %q: %s", ns, strings.Join(msgs, "; ")))
 		}
 	}
-	if len(f.Targets) == 0 && (len(f.Namespaces) > 0 || f.CrossNamespace) {
-		errs = append(errs, fmt.Errorf("--fieldcopy-namespace and --fieldcopy-cross-namespace need --fieldcopy-target"))
+	if len(f.Targets) == 0 && (len(f.Namespaces) > 0 || f.CrossNamespace || f.SecretSources) {
+		errs = append(errs, fmt.Errorf("--fieldcopy-namespace, --fieldcopy-cross-namespace and --fieldcopy-secret-sources need --fieldcopy-target"))
 	}
 	return errs
 }
@@ -80,8 +86,11 @@ func (f *FieldCopyOptions) validate() []error {
 // SetLeading(true). shared are the metadata-only informers over all
 // namespaces that the views already run (Secrets, ConfigMaps): field
 // copies watch those kinds through them rather than a second time.
+//
+// exports is the export rule that every source is judged by before a rule
+// uses it (docs/design.md#export-safety).
 func newFieldCopies(config *rest.Config, store *memstore.Store[*courier.FieldCopy], events record.EventBroadcaster, f FieldCopyOptions, follower bool,
-	shared map[schema.GroupVersionResource]cache.SharedIndexInformer) (*fieldcopy.Controller, error) {
+	shared map[schema.GroupVersionResource]cache.SharedIndexInformer, exports *exportpolicy.Policy) (*fieldcopy.Controller, error) {
 	if len(f.Targets) == 0 {
 		return nil, nil
 	}
@@ -110,6 +119,8 @@ func newFieldCopies(config *rest.Config, store *memstore.Store[*courier.FieldCop
 		Targets:        targets,
 		Namespaces:     f.Namespaces,
 		CrossNamespace: f.CrossNamespace,
+		SecretSources:  f.SecretSources,
+		Exports:        exports,
 		Recorder:       events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "courier-fieldcopy"}),
 		Resync:         informerResync,
 		Follower:       follower,

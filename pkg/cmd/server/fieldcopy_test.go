@@ -24,7 +24,7 @@ func parseFieldCopyFlags(t *testing.T, args ...string) (*Options, error) {
 func TestFieldCopyFlags(t *testing.T) {
 	o, err := parseFieldCopyFlags(t,
 		"--fieldcopy-target=secrets,deployments.v1.apps", "--fieldcopy-target=FederatedSecret",
-		"--fieldcopy-namespace=ns1,ns2", "--fieldcopy-cross-namespace")
+		"--fieldcopy-namespace=ns1,ns2", "--fieldcopy-cross-namespace", "--fieldcopy-secret-sources")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +32,7 @@ func TestFieldCopyFlags(t *testing.T) {
 		Targets:        []string{"secrets", "deployments.v1.apps", "FederatedSecret"},
 		Namespaces:     []string{"ns1", "ns2"},
 		CrossNamespace: true,
+		SecretSources:  true,
 	}
 	if !reflect.DeepEqual(o.FieldCopy, want) {
 		t.Fatalf("got %+v, want %+v", o.FieldCopy, want)
@@ -49,5 +50,11 @@ func TestFieldCopyFlags(t *testing.T) {
 
 	if _, err := parseFieldCopyFlags(t, "--fieldcopy-cross-namespace"); err == nil || !strings.Contains(err.Error(), "need --fieldcopy-target") {
 		t.Errorf("--fieldcopy-cross-namespace without targets: %v", err)
+	}
+	if _, err := parseFieldCopyFlags(t, "--fieldcopy-secret-sources"); err == nil || !strings.Contains(err.Error(), "need --fieldcopy-target") {
+		t.Errorf("--fieldcopy-secret-sources without targets: %v", err)
+	}
+	if o, _ := parseFieldCopyFlags(t, "--fieldcopy-target=secret"); o.FieldCopy.SecretSources {
+		t.Error("--fieldcopy-secret-sources is on by default")
 	}
 }

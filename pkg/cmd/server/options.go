@@ -197,7 +197,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	courier.BoolVar(&o.RequireServiceAccount, "require-service-account", o.RequireServiceAccount,
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with Courier's own identity.")
 	courier.BoolVar(&o.DenySensitiveExports, "deny-sensitive-exports", o.DenySensitiveExports,
-		"Never export Secrets that hold credentials or another controller's state (Clusters' kubeconfigs, tokens, Helm releases, Fleet's and Rancher's types): their rows are Denied. Sources annotated courier.dev/export: \"false\" are never exported either way.")
+		"Never export Secrets that hold credentials or another controller's state (Clusters' kubeconfigs, kubeconfigs with credentials, tokens, Helm releases, *.cattle.io types), whatever a HelmOp, Bundle or field copy names: their rows are Denied or Refused. Sources annotated courier.dev/export: \"false\" are never exported either way.")
 	courier.DurationVar(&o.AgentAuthorizationCacheTTL, "agent-authorization-cache-ttl", o.AgentAuthorizationCacheTTL,
 		"How long the upstream's allow for a courier-agent's requests to its own Cluster's rows is kept, asked once per agent, verb and subresource. 0 asks for every request.")
 	courier.IntVar(&o.AgentAuthorizationQPS, "agent-authorization-qps", o.AgentAuthorizationQPS,

@@ -75,9 +75,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if !o.DenySensitiveExports {
-		klog.Background().Info("WARNING: --deny-sensitive-exports=false: Secrets that Fleet Clusters name as kubeconfigs and Secrets of type "+
-			"kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 and fleet.cattle.io/* are exported "+
-			"wherever a HelmOp lists them; only sources annotated courier.dev/export: \"false\" are never exported", "flag", "deny-sensitive-exports")
+		klog.Background().Info("WARNING: --deny-sensitive-exports=false: Secrets that Fleet Clusters name as kubeconfigs, Secrets holding kubeconfigs with credentials and Secrets of type "+
+			"kubernetes.io/service-account-token, bootstrap.kubernetes.io/token, helm.sh/release.v1 and *.cattle.io/ types are exported "+
+			"wherever a HelmOp or a Bundle lists them or a field copy names them; only sources annotated courier.dev/export: \"false\" are never exported", "flag", "deny-sensitive-exports")
 	}
 	views, err := newViews(upstream, upstreamID, o)
 	if err != nil {

@@ -148,6 +148,12 @@ func (r *PayloadREST) Get(ctx context.Context, name string, _ *metav1.GetOptions
 // the source read is checked again (ClientSources.Guard). The phase
 // appears in the messages only, for the reader.
 func copyable(row *courier.DownstreamCopy) error {
+	if !courier.Delivered(row.Labels) && row.Status.Phase == courier.CopyPhaseDenied {
+		// Denied is the view's alone (docs/design.md#export-safety), never
+		// a report's: the source may not be exported, as Guard would say.
+		return apierrors.NewForbidden(payloadResource, row.Name, fmt.Errorf(
+			"its source may never be exported: %s", row.Status.Message))
+	}
 	if !courier.Delivered(row.Labels) {
 		return noPayload(http.StatusConflict, metav1.StatusReasonConflict, row, fmt.Sprintf(
 			"its copy is not delivered (%s=false, phase %s): %s", courier.LabelDeliver, row.Status.Phase, row.Status.Message))
