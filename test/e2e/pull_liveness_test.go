@@ -108,19 +108,26 @@ func TestPullLiveness(t *testing.T) {
 		if hb := reportHeartbeat(ctx, t, cluster); time.Now().Before(hb.LastHeard.Add(agentreport.MissedIntervals * hb.Interval.Duration)) {
 			t.Errorf("the report's heartbeat (%s, every %s) is fresh: heartbeats rewrote the report", hb.LastHeard.UTC().Format(time.RFC3339), hb.Interval.Duration)
 		}
-		first := true
+		// Courier is ready (its views synced): every answer from here on,
+		// the first included, must hold both rows Synced. An empty list is
+		// a wrong answer, not a missing one; only a failed request is
+		// asked again, and at least one must succeed.
+		answers := 0
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
 			got, err := w.rows(ctx, metav1.ListOptions{})
-			if err != nil || len(got) == 0 {
+			if err != nil {
 				time.Sleep(200 * time.Millisecond)
 				continue
 			}
 			if strings.Join(got, ",") != strings.Join(synced, ",") {
-				t.Fatalf("after the restart (first answer: %v): %v\n%s", first, got, w.messages())
+				t.Fatalf("after the restart (answer %d): %v, want %v\n%s", answers+1, got, synced, w.messages())
 			}
-			first = false
+			answers++
 			time.Sleep(500 * time.Millisecond)
+		}
+		if answers == 0 {
+			t.Fatal("no list of the rows answered within 30 s of the restart")
 		}
 	})
 }

@@ -173,6 +173,9 @@ func TestSummaryWaitAfterRotation(t *testing.T) {
 	// by name, sent in-process the moment the write returns, meets the
 	// view before it has seen the write.
 	t.Run("the same wait in-process, right after the write", func(t *testing.T) {
+		// A wait whose first read already said Ready met nothing to wait
+		// for: the test proves the floor only if some did not.
+		notReadyFirst := 0
 		for i := 21; i <= 40; i++ {
 			value := fmt.Sprintf("v%d", i)
 			w.t = t
@@ -180,8 +183,12 @@ func TestSummaryWaitAfterRotation(t *testing.T) {
 				StringData: map[string]string{"password": value}}, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if err := waitReadyByName(ctx, w, "app", time.Minute); err != nil {
+			readyFirst, err := waitReadyByName(ctx, w, "app", time.Minute)
+			if err != nil {
 				t.Fatalf("rotation %d: %v", i, err)
+			}
+			if !readyFirst {
+				notReadyFirst++
 			}
 			for d := range env.Downstreams {
 				c, err := downstream(t, d).CoreV1().Secrets(dest).Get(ctx, "creds", metav1.GetOptions{})
@@ -193,36 +200,40 @@ func TestSummaryWaitAfterRotation(t *testing.T) {
 				}
 			}
 		}
+		t.Logf("20 in-process waits: %d began on a summary not yet Ready", notReadyFirst)
+		if notReadyFirst == 0 {
+			t.Error("every wait's first read was already Ready: none met the race the floor guards")
+		}
 	})
 }
 
 // waitReadyByName does what `kubectl wait --for=condition=Ready dcs/<name>`
 // does: a list pinned to the name, then, unless that shows Ready=True, a
 // watch pinned to the name from the list's resourceVersion until an event
-// does.
-func waitReadyByName(ctx context.Context, w *workspace, name string, timeout time.Duration) error {
+// does. readyFirst reports whether the list already showed it.
+func waitReadyByName(ctx context.Context, w *workspace, name string, timeout time.Duration) (readyFirst bool, _ error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	summaries := w.c.courier.CourierV1alpha1().DownstreamCopySummaries(w.ns)
 	byName := "metadata.name=" + name
 	list, err := summaries.List(ctx, metav1.ListOptions{FieldSelector: byName})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(list.Items) == 1 && readyOf(&list.Items[0]).Status == metav1.ConditionTrue {
-		return nil
+		return true, nil
 	}
 	watcher, err := summaries.Watch(ctx, metav1.ListOptions{FieldSelector: byName, ResourceVersion: list.ResourceVersion})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer watcher.Stop()
 	for ev := range watcher.ResultChan() {
 		if s, ok := ev.Object.(*v1alpha1.DownstreamCopySummary); ok && readyOf(s).Status == metav1.ConditionTrue {
-			return nil
+			return false, nil
 		}
 	}
-	return fmt.Errorf("no Ready=True within %s", timeout)
+	return false, fmt.Errorf("no Ready=True within %s", timeout)
 }
 
 // summaryWindow is courier-apiserver's default --summary-window.
