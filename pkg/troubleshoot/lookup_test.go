@@ -37,7 +37,7 @@ func TestLookup(t *testing.T) {
 
 func TestPlain(t *testing.T) {
 	got := Plain("see [rbac.md](rbac.md#the-helmops-serviceaccount) and [x](https://e.org)")
-	if want := "see rbac.md (docs/rbac.md#the-helmops-serviceaccount) and x (https://e.org)"; got != want {
+	if want := "see docs/rbac.md#the-helmops-serviceaccount and x (https://e.org)"; got != want {
 		t.Errorf("Plain = %q, want %q", got, want)
 	}
 }

@@ -111,6 +111,9 @@ func Plain(md string) string {
 		target := m[2]
 		if !strings.Contains(target, "://") && !strings.HasPrefix(target, "#") {
 			target = "docs/" + target
+			if file, _, _ := strings.Cut(m[2], "#"); file == m[1] {
+				return target // [rbac.md](rbac.md#x) reads docs/rbac.md#x
+			}
 		}
 		return fmt.Sprintf("%s (%s)", m[1], target)
 	})
