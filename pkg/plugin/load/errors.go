@@ -49,16 +49,21 @@ func Explain(err error, verb, resource, namespace, name string) error {
 }
 
 // notFoundIsObject tells a 404 about the object (it does not exist) from
-// a 404 about the resource (the API is not served): the former names the
-// object in its details.
+// a 404 about the resource (the API is not served): the former is a Status
+// the API server wrote, naming the object; the latter is the aggregator's
+// bare "404 page not found", which client-go turns into its generic
+// message.
 func notFoundIsObject(err error, name string) bool {
 	var s apierrors.APIStatus
 	if !errors.As(err, &s) {
 		return false
 	}
-	d := s.Status().Details
-	return d != nil && d.Name == name
+	st := s.Status()
+	return st.Details != nil && st.Details.Name == name && !strings.HasPrefix(st.Message, genericNotFound)
 }
+
+// genericNotFound is client-go's message for a 404 without a Status body.
+const genericNotFound = "the server could not find the requested resource"
 
 // Owner names a HelmOp or a Bundle as the commands take it: "app" for a
 // HelmOp, "bundle:web" for a Bundle (the summaries' names).
