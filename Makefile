@@ -33,12 +33,16 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-apiserver ./cmd/apiserver
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-agent ./cmd/agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/kubectl-courier ./cmd/kubectl-courier
 
 ## image: OCI archives _output/images/courier-apiserver.oci.tar and
 ## courier-agent.oci.tar, each a linux/amd64 + linux/arm64 image index of
 ## the static binary (also in _output/bin/linux_<arch>/), non-root, the same
 ## digests from the same commit; no Docker, no registry (hack/image, its own
-## module; docs/install.md says how to import or push them).
+## module; docs/install.md says how to import or push them). The kubectl
+## plugin for the same platforms: _output/bin/linux_<arch>/kubectl-courier,
+## krew archives _output/images/kubectl-courier_linux_<arch>.tar.gz and the
+## filled krew manifest _output/images/kubectl-courier.krew.yaml.
 image:
 	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(IMAGE_DIR) -bin-dir $(CURDIR)/_output/bin \
 		-version '$(VERSION)' -ldflags '$(LDFLAGS)' -registry '$(IMAGE_REGISTRY)' -tag '$(IMAGE_TAG)'
