@@ -37,8 +37,11 @@ type app struct {
 }
 
 // NewRoot returns the kubectl-courier command.
-func NewRoot(streams Streams) *cobra.Command {
-	a := &app{streams: streams, config: genericclioptions.NewConfigFlags(true)}
+func NewRoot(streams Streams) *cobra.Command { return newRoot(streams, nil) }
+
+// newRoot returns the command reading from src (the API when nil).
+func newRoot(streams Streams, src load.Source) *cobra.Command {
+	a := &app{streams: streams, config: genericclioptions.NewConfigFlags(true), source: src}
 	root := &cobra.Command{
 		Use:   "kubectl-courier",
 		Short: "Where Courier's copies stand: status, rollout status, why, report",

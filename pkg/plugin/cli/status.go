@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/generated/clientset/versioned/scheme"
 	"github.com/courier-dev/courier/pkg/plugin/grid"
 	"github.com/courier-dev/courier/pkg/plugin/load"
 	"github.com/courier-dev/courier/pkg/plugin/status"
@@ -13,6 +19,7 @@ import (
 
 func (a *app) statusCmd() *cobra.Command {
 	var all bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "status [OWNER]",
 		Short: "One line per owner, or one owner's Clusters x sources matrix",
@@ -39,6 +46,9 @@ the terminal's width.`,
 				return err
 			}
 			o := status.Options{Width: width, Color: color, All: all, AllNamespaces: a.allNamespaces}
+			if output != "" && output != "json" && output != "yaml" {
+				return fmt.Errorf("status supports -o json or -o yaml (or no -o for text), not %q", output)
+			}
 			if len(args) == 0 {
 				ns, err := a.namespace(true)
 				if err != nil {
@@ -47,6 +57,9 @@ the terminal's width.`,
 				sums, err := src.ListSummaries(cmd.Context(), ns)
 				if err != nil {
 					return err
+				}
+				if output != "" {
+					return printObject(a.streams.Out, output, &v1alpha1.DownstreamCopySummaryList{Items: sums})
 				}
 				return status.Owners(a.streams.Out, sums, ns, o)
 			}
@@ -69,6 +82,9 @@ the terminal's width.`,
 			if err != nil {
 				return err
 			}
+			if output != "" {
+				return printObject(a.streams.Out, output, s)
+			}
 			rows, err := src.ListRows(cmd.Context(), ns, owner.Rows())
 			if err != nil {
 				return err
@@ -81,5 +97,27 @@ the terminal's width.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "Draw every Cluster of a large matrix, ready ones included")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml: the summaries (or OWNER's summary) as the API returns them")
 	return cmd
+}
+
+// printObject writes obj as JSON or YAML, with its apiVersion and kind.
+func printObject(w io.Writer, format string, obj runtime.Object) error {
+	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err == nil && len(gvks) > 0 {
+		obj.GetObjectKind().SetGroupVersionKind(gvks[0])
+	}
+	data, err := json.MarshalIndent(obj, "", "    ")
+	if err != nil {
+		return err
+	}
+	if format == "yaml" {
+		if data, err = yaml.JSONToYAML(data); err != nil {
+			return err
+		}
+	} else {
+		data = append(data, '\n')
+	}
+	_, err = w.Write(data)
+	return err
 }
