@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -119,8 +120,18 @@ func (w *waiter) run(ctx context.Context) error {
 		if err := w.follow(ctx, s.ResourceVersion); err != errRestart {
 			return err
 		}
+		// The watch ended: GET again after a pause, so that a server that
+		// ends every watch at once is not asked in a tight loop.
+		select {
+		case <-ctx.Done():
+			return w.timedOut()
+		case <-time.After(restartPause):
+		}
 	}
 }
+
+// restartPause is the pause between a watch that ended and the next GET.
+const restartPause = 200 * time.Millisecond
 
 var errRestart = errors.New("watch ended")
 
@@ -130,6 +141,9 @@ func (w *waiter) follow(ctx context.Context, rv string) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return w.timedOut()
+		}
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			return errRestart // the GET's version left the server's history: GET again
 		}
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -20,12 +21,13 @@ import (
 // summaries serves scripted GETs (the last repeats) and one watch per
 // call fed from a script of events; a script ending closes the watch.
 type summaries struct {
-	mu      sync.Mutex
-	gets    []*v1alpha1.DownstreamCopySummary
-	getErr  error
-	watches [][]*v1alpha1.DownstreamCopySummary
-	nGet    int
-	nWatch  int
+	mu       sync.Mutex
+	watchErr error // the first watch's error
+	gets     []*v1alpha1.DownstreamCopySummary
+	getErr   error
+	watches  [][]*v1alpha1.DownstreamCopySummary
+	nGet     int
+	nWatch   int
 }
 
 func (f *summaries) GetSummary(_ context.Context, _, _ string) (*v1alpha1.DownstreamCopySummary, error) {
@@ -42,6 +44,10 @@ func (f *summaries) GetSummary(_ context.Context, _, _ string) (*v1alpha1.Downst
 func (f *summaries) WatchSummary(_ context.Context, _, _, _ string) (watch.Interface, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.watchErr; err != nil {
+		f.watchErr = nil
+		return nil, err
+	}
 	var evs []*v1alpha1.DownstreamCopySummary
 	if f.nWatch < len(f.watches) {
 		evs = f.watches[f.nWatch]
@@ -153,6 +159,19 @@ func TestWaitFailsAfter(t *testing.T) {
 	if err := Wait(context.Background(), cleared, "fleet-default", owner, Options{FailAfter: 30 * time.Second, Now: clock(10 * time.Second)},
 		&Lines{Out: &strings.Builder{}, Owner: owner}); err != nil {
 		t.Errorf("a Conflict that cleared within --fail-after failed the wait: %v", err)
+	}
+}
+
+// TestWaitExpiredWatch: a watch refused because the GET's version left
+// the server's history is followed by a new GET, not a failure.
+func TestWaitExpiredWatch(t *testing.T) {
+	f := &summaries{gets: []*v1alpha1.DownstreamCopySummary{summary(1, 2, "Progressing", metav1.ConditionFalse, pending), summary(2, 2, "Synced", metav1.ConditionTrue)},
+		watchErr: apierrors.NewResourceExpired("too old resource version: 7 (9)")}
+	if err := Wait(context.Background(), f, "fleet-default", owner, Options{FailAfter: time.Minute}, &Lines{Out: &strings.Builder{}, Owner: owner}); err != nil {
+		t.Fatalf("err = %v", err)
+	}
+	if f.nGet != 2 {
+		t.Errorf("%d GETs, want 2", f.nGet)
 	}
 }
 
