@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,64 +42,75 @@ the terminal's width.`,
 			if err != nil {
 				return err
 			}
+			if output != "" && output != "json" && output != "yaml" {
+				return fmt.Errorf("status supports -o json or -o yaml (or no -o for text), not %q", output)
+			}
 			src, err := a.clients()
 			if err != nil {
 				return err
 			}
 			o := status.Options{Width: width, Color: color, All: all, AllNamespaces: a.allNamespaces}
-			if output != "" && output != "json" && output != "yaml" {
-				return fmt.Errorf("status supports -o json or -o yaml (or no -o for text), not %q", output)
-			}
 			if len(args) == 0 {
-				ns, err := a.namespace(true)
-				if err != nil {
-					return err
-				}
-				sums, err := src.ListSummaries(cmd.Context(), ns)
-				if err != nil {
-					return err
-				}
-				if output != "" {
-					return printObject(a.streams.Out, output, &v1alpha1.DownstreamCopySummaryList{Items: sums})
-				}
-				return status.Owners(a.streams.Out, sums, ns, o)
+				return a.owners(cmd.Context(), src, output, o)
 			}
-			if a.allNamespaces {
-				return errors.New("status OWNER reads one namespace: use -n, not -A")
-			}
-			owner, err := load.ParseOwner(args[0])
-			if err != nil {
-				return err
-			}
-			ns, err := a.namespace(false)
-			if err != nil {
-				return err
-			}
-			s, err := src.GetSummary(cmd.Context(), ns, owner.SummaryName())
-			if errors.Is(err, load.ErrNotFound) {
-				return fmt.Errorf("%s has no copies in namespace %s (no downstreamcopysummary %q; kubectl courier status -n %s lists the owners)",
-					owner, ns, owner.SummaryName(), ns)
-			}
-			if err != nil {
-				return err
-			}
-			if output != "" {
-				return printObject(a.streams.Out, output, s)
-			}
-			rows, err := src.ListRows(cmd.Context(), ns, owner.Rows())
-			if err != nil {
-				return err
-			}
-			grids := grid.Build(rows)
-			if len(grids) == 0 {
-				return fmt.Errorf("%s has no rows in namespace %s any more", owner, ns)
-			}
-			return status.Owner(a.streams.Out, s, grids[0], o)
+			return a.owner(cmd.Context(), src, args[0], output, o)
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "Draw every Cluster of a large matrix, ready ones included")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml: the summaries (or OWNER's summary) as the API returns them")
 	return cmd
+}
+
+// owners writes one line per owner.
+func (a *app) owners(ctx context.Context, src load.Source, output string, o status.Options) error {
+	ns, err := a.namespace(true)
+	if err != nil {
+		return err
+	}
+	sums, err := src.ListSummaries(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if output != "" {
+		return printObject(a.streams.Out, output, &v1alpha1.DownstreamCopySummaryList{Items: sums})
+	}
+	return status.Owners(a.streams.Out, sums, ns, o)
+}
+
+// owner writes one owner's matrix: one GET of its summary (floored), one
+// list of its rows.
+func (a *app) owner(ctx context.Context, src load.Source, arg, output string, o status.Options) error {
+	if a.allNamespaces {
+		return errors.New("status OWNER reads one namespace: use -n, not -A")
+	}
+	owner, err := load.ParseOwner(arg)
+	if err != nil {
+		return err
+	}
+	ns, err := a.namespace(false)
+	if err != nil {
+		return err
+	}
+	s, err := src.GetSummary(ctx, ns, owner.SummaryName())
+	if errors.Is(err, load.ErrNotFound) {
+		return fmt.Errorf("%s has no copies in namespace %s (no downstreamcopysummary %q; kubectl courier status -n %s lists the owners)",
+			owner, ns, owner.SummaryName(), ns)
+	}
+	if err != nil {
+		return err
+	}
+	if output != "" {
+		return printObject(a.streams.Out, output, s)
+	}
+	rows, err := src.ListRows(ctx, ns, owner.Rows())
+	if err != nil {
+		return err
+	}
+	grids := grid.Build(rows)
+	if len(grids) == 0 {
+		return fmt.Errorf("%s has no rows in namespace %s any more", owner, ns)
+	}
+	return status.Owner(a.streams.Out, s, grids[0], o)
 }
 
 // printObject writes obj as JSON or YAML, with its apiVersion and kind.
