@@ -60,7 +60,8 @@ func kubectlCourier(t *testing.T, args ...string) (string, error) {
 	if pluginErr != nil {
 		t.Fatal(pluginErr)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig=" + env.Upstream.Kubeconfig, "courier"}, args...)...)
+	// kubectl takes no flag before a plugin's name: the plugin reads them.
+	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append(append([]string{"courier"}, args...), "--kubeconfig="+env.Upstream.Kubeconfig)...)
 	cmd.Env = append(os.Environ(), "PATH="+pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
