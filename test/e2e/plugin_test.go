@@ -198,11 +198,12 @@ func TestPluginStatusDuringRotation(t *testing.T) {
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "app 2/2 2/2 0 Ready" {
 		t.Errorf("kubectl courier status:\n%s", out)
 	}
+	t.Logf("kubectl courier status -n %s:\n%s", w.ns, out)
 	out, err = kubectlCourier(t, "status", "app", "-n", w.ns)
 	if err != nil || !strings.Contains(out, `HelmOp "app" in ws-plugin-status: Ready (Synced)`) || len(controlChars(out)) > 0 {
 		t.Errorf("kubectl courier status app (%v):\n%q", err, out)
 	}
-	t.Logf("kubectl courier status -n %s:\n%s", w.ns, out)
+	t.Logf("kubectl courier status app -n %s:\n%s", w.ns, out)
 }
 
 // TestPluginConflict: a Conflict in one Cluster: rollout status fails
@@ -272,6 +273,12 @@ func TestPluginConflict(t *testing.T) {
 		}
 	}
 	t.Logf("kubectl courier status app --width 40:\n%s", out)
+
+	all, _, code := courierCLI(kc, "status", "-A")
+	if code != 0 || !strings.Contains(all, "ws-plugin-conflict  app") {
+		t.Errorf("status -A: exit %d:\n%s", code, all)
+	}
+	t.Logf("kubectl courier status -A:\n%s", all)
 
 	page, _, code := courierCLI(kc, "report", "-o", "html", "-n", w.ns)
 	if code != 0 || strings.Count(page, "<td class=") != 2 || !strings.Contains(page, "app.c2.secret.creds: ") {
