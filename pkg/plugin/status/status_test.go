@@ -117,8 +117,9 @@ func TestOwnersGolden(t *testing.T) {
 	}
 }
 
-// TestLargeIsFast: 1,000 Clusters × 10 sources build and draw well under
-// a second (the API's list is the rest of the command's time).
+// TestLargeIsFast: 1,000 Clusters × 10 sources build and draw in well
+// under a second without -race (the API's list is the rest of the
+// command's time).
 func TestLargeIsFast(t *testing.T) {
 	rows := large().Rows()
 	s := fixture.Summary("fleet-default", "app", rows)
@@ -130,7 +131,10 @@ func TestLargeIsFast(t *testing.T) {
 	}
 	took := time.Since(began)
 	t.Logf("1,000 x 10: built and drawn in %v, %d bytes (all Clusters)", took, b.Len())
-	if took > 500*time.Millisecond {
+	// A bound against a blow-up (quadratic grouping, a regexp per row), wide
+	// enough for -race on a loaded 2-core machine (0.8 s seen); the figure
+	// in docs/benchmarks.md comes from the run without -race.
+	if took > 5*time.Second {
 		t.Errorf("took %v", took)
 	}
 }
