@@ -33,12 +33,16 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-apiserver ./cmd/apiserver
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/courier-agent ./cmd/agent
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN_DIR)/kubectl-courier ./cmd/kubectl-courier
 
 ## image: OCI archives _output/images/courier-apiserver.oci.tar and
 ## courier-agent.oci.tar, each a linux/amd64 + linux/arm64 image index of
 ## the static binary (also in _output/bin/linux_<arch>/), non-root, the same
 ## digests from the same commit; no Docker, no registry (hack/image, its own
-## module; docs/install.md says how to import or push them).
+## module; docs/install.md says how to import or push them). The kubectl
+## plugin for the same platforms: _output/bin/linux_<arch>/kubectl-courier,
+## krew archives _output/images/kubectl-courier_linux_<arch>.tar.gz and the
+## filled krew manifest _output/images/kubectl-courier.krew.yaml.
 image:
 	$(GO) run -C hack/image . -repo-root $(CURDIR) -out $(IMAGE_DIR) -bin-dir $(CURDIR)/_output/bin \
 		-version '$(VERSION)' -ldflags '$(LDFLAGS)' -registry '$(IMAGE_REGISTRY)' -tag '$(IMAGE_TAG)'
@@ -77,8 +81,12 @@ verify-codegen:
 ## test: static checks, unit tests, then the suites against real clusters.
 test: verify test-unit test-e2e
 
+# The report's browser test (pkg/plugin/report) needs chromium:
+# hack/install-browser.sh installs Debian's with apt where it may; where it
+# cannot, the test skips, except in CI (CI=true), where it fails.
 test-unit:
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	browser=$$(hack/install-browser.sh) || { echo "make test-unit: no chromium; the browser test fails in CI, skips elsewhere" >&2; browser=; }; \
+	COURIER_BROWSER=$$browser $(GO) test -race -count=1 $(UNIT_PKGS)
 	$(GO) test -C hack/image -race -count=1 ./...
 
 # The tool builds run first, each checked: a failed build stops here rather

@@ -136,6 +136,7 @@ func run(ctx context.Context, args []string) error {
 	source := fs.String("source", "https://github.com/courier-dev/courier", "org.opencontainers.image.source")
 	licenses := fs.String("licenses", "", "org.opencontainers.image.licenses (SPDX); left out when empty")
 	platformList := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated platforms")
+	pluginURI := fs.String("plugin-uri", "https://github.com/courier-dev/courier/releases/download/<version>", "where the krew manifest says the plugin's archives are (<version> is replaced)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	return nil
+	return buildPlugin(ctx, *root, *bins, *out, *ldflags, *version, strings.ReplaceAll(*pluginURI, "<version>", *version), platforms, md.created)
 }
 
 func parsePlatforms(s string) ([]v1.Platform, error) {

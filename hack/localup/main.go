@@ -217,6 +217,7 @@ are running in the background (downstream-1 is pushed, downstream-2 pulled).
   export KUBECONFIG=%s
   kubectl get downstreamcopies -n %s     # or: kubectl get courier -A
   kubectl --kubeconfig %s get secrets,configmaps -n example
+  PATH=$PWD/_output/bin:$PATH kubectl courier status -A   # the plugin (make build built it)
 
 kubectl is in %s. Logs: %s/logs/.
 Stop everything with: make down

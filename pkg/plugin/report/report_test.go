@@ -1,0 +1,99 @@
+package report
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/plugin/cellstate"
+	"github.com/courier-dev/courier/pkg/plugin/fixture"
+	"github.com/courier-dev/courier/pkg/plugin/grid"
+)
+
+var taken = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// Large is the bench's shape, 1,000 Clusters × 10 sources, with 412
+// Clusters Forbidden on one source and a few other phases.
+func Large() fixture.Fleet {
+	return fixture.Fleet{Namespace: "fleet-default", HelmOp: "app", Clusters: 1000, Sources: 10,
+		Phase: func(i, j int, c string) (v1alpha1.CopyPhase, string, bool) {
+			switch {
+			case i%2 == 0 && i < 824 && j == 0:
+				return v1alpha1.CopyPhaseForbidden, "cluster " + c + ": forbidden: ServiceAccount cattle-fleet-system/app may not create secrets in namespace app; nothing was written", false
+			case i >= 990 && i < 993 && j == 3:
+				return v1alpha1.CopyPhaseConflict, "Secret app/source-04 exists in cluster " + c + " and is not managed by Courier; it is left unchanged", false
+			case i >= 900 && i < 920 && j == 9:
+				return v1alpha1.CopyPhaseSynced, "", true
+			case i >= 950 && i < 955 && j == 5:
+				return v1alpha1.CopyPhasePending, "Secret fleet-default/source-06 is not copied to cluster " + c + " yet", false
+			}
+			return v1alpha1.CopyPhaseSynced, "", false
+		}}
+}
+
+func page(t testing.TB, f fixture.Fleet) string {
+	rows := f.Rows()
+	var b strings.Builder
+	if err := Write(&b, Input{Taken: taken, Where: `context "admin", namespace ` + f.Namespace,
+		Summaries: []v1alpha1.DownstreamCopySummary{fixture.Summary(f.Namespace, f.HelmOp, rows)}, Grids: grid.Build(rows)}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestSmallGolden(t *testing.T) {
+	f := fixture.Fleet{Namespace: "fleet-default", HelmOp: "example", Clusters: 2, Sources: 1,
+		ClusterName: func(i int) string { return []string{"downstream-1", "downstream-2"}[i] },
+		Phase: func(i, j int, c string) (v1alpha1.CopyPhase, string, bool) {
+			if i == 1 {
+				return v1alpha1.CopyPhaseConflict, `Secret app/x exists in cluster ` + c + ` and is not managed by Courier; <it> is "left" unchanged`, false
+			}
+			return v1alpha1.CopyPhaseSynced, "", false
+		}}
+	fixture.Golden(t, "small.html", page(t, f))
+}
+
+// TestSelfContained: nothing in the page fetches anything: no URL, no
+// src or href but in-page anchors, and a CSP forbidding every fetch.
+func TestSelfContained(t *testing.T) {
+	p := page(t, Large())
+	for _, bad := range []string{"http://", "https://", "src=", "<link", "@import", "url("} {
+		if strings.Contains(p, bad) {
+			t.Errorf("the page holds %q", bad)
+		}
+	}
+	for _, href := range regexp.MustCompile(`href="([^"]*)"`).FindAllStringSubmatch(p, -1) {
+		if !strings.HasPrefix(href[1], "#") {
+			t.Errorf("href %q leaves the page", href[1])
+		}
+	}
+	if !strings.Contains(p, `content="default-src 'none'`) {
+		t.Error("no Content-Security-Policy")
+	}
+}
+
+// TestLargeSizeAndTime: 1,000 Clusters × 10 sources, one cell per row.
+func TestLargeSizeAndTime(t *testing.T) {
+	f := Large()
+	rows := f.Rows()
+	began := time.Now()
+	p := page(t, f)
+	took := time.Since(began)
+	cells := len(regexp.MustCompile(`<td class=p\d+`).FindAllString(p, -1)) - strings.Count(p, "<td class="+Class(cellstate.None)+">")
+	t.Logf("1,000 x 10: %d bytes (%.0f KiB), written in %v", len(p), float64(len(p))/1024, took)
+	if cells != len(rows) {
+		t.Errorf("%d cells with a phase, want one per row: %d", cells, len(rows))
+	}
+	if len(p) > 400<<10 {
+		t.Errorf("page is %d bytes", len(p))
+	}
+}
+
+func BenchmarkLarge(b *testing.B) {
+	f := Large()
+	for i := 0; i < b.N; i++ {
+		page(b, f)
+	}
+}

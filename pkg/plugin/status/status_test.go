@@ -1,0 +1,151 @@
+package status
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/plugin/fixture"
+	"github.com/courier-dev/courier/pkg/plugin/grid"
+)
+
+// small is the make run example: two Clusters, one source, one Conflict.
+func small() fixture.Fleet {
+	return fixture.Fleet{Namespace: "fleet-default", HelmOp: "example", Clusters: 2, Sources: 1,
+		ClusterName: func(i int) string { return []string{"downstream-1", "downstream-2"}[i] },
+		Phase: func(i, j int, c string) (v1alpha1.CopyPhase, string, bool) {
+			if i == 1 {
+				return v1alpha1.CopyPhaseConflict, "Secret app/source-01 exists in cluster " + c + " and is not managed by Courier; it is left unchanged", false
+			}
+			return v1alpha1.CopyPhaseSynced, "", false
+		}}
+}
+
+// large is the bench's shape: 1,000 Clusters × 10 sources; 412 Clusters
+// Forbidden for one cause, 3 Conflicts, 20 copies out of date, 5 Pending.
+func large() fixture.Fleet {
+	return fixture.Fleet{Namespace: "fleet-default", HelmOp: "app", Clusters: 1000, Sources: 10,
+		Phase: func(i, j int, c string) (v1alpha1.CopyPhase, string, bool) {
+			switch {
+			case i%2 == 0 && i < 824 && j == 0:
+				return v1alpha1.CopyPhaseForbidden, "cluster " + c + ": forbidden: ServiceAccount cattle-fleet-system/app may not create secrets in namespace app; nothing was written", false
+			case i >= 990 && i < 993 && j == 3:
+				return v1alpha1.CopyPhaseConflict, "Secret app/source-04 exists in cluster " + c + " and is not managed by Courier; it is left unchanged", false
+			case i >= 900 && i < 920 && j == 9:
+				return v1alpha1.CopyPhaseSynced, "", true
+			case i >= 950 && i < 955 && j == 5:
+				return v1alpha1.CopyPhasePending, "Secret fleet-default/source-06 is not copied to cluster " + c + " yet", false
+			}
+			return v1alpha1.CopyPhaseSynced, "", false
+		}}
+}
+
+func render(t testing.TB, f fixture.Fleet, o Options) string {
+	rows := f.Rows()
+	s := fixture.Summary(f.Namespace, f.HelmOp, rows)
+	grids := grid.Build(rows)
+	if len(grids) != 1 {
+		t.Fatalf("%d grids", len(grids))
+	}
+	var b strings.Builder
+	if err := Owner(&b, &s, grids[0], o); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestOwnerGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    fixture.Fleet
+		o    Options
+	}{
+		{"small-80", small(), Options{Width: 80}},
+		{"small-80-tty", small(), Options{Width: 80, Color: true}},
+		{"small-40", small(), Options{Width: 40}},
+		{"large-160", large(), Options{Width: 160}},
+		{"large-40", large(), Options{Width: 40}},
+		{"large-160-all", large(), Options{Width: 160, All: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := render(t, tc.f, tc.o)
+			fixture.Golden(t, "owner-"+tc.name, out)
+			if !tc.o.Color {
+				if cc := fixture.ControlChars(out); len(cc) > 0 {
+					t.Errorf("control characters without colour: %q", cc)
+				}
+			}
+			if tc.o.Width == 40 {
+				for _, l := range strings.Split(out, "\n") {
+					// Only a single word longer than a line may pass the width.
+					if len(l) > 40 && strings.Contains(strings.TrimSpace(l), " ") {
+						t.Errorf("line wider than 40 columns: %q", l)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestOwnersGolden(t *testing.T) {
+	a := small().Rows()
+	b := large().Rows()
+	sums := []v1alpha1.DownstreamCopySummary{fixture.Summary("fleet-default", "app", b), fixture.Summary("fleet-default", "example", a)}
+	ok := fixture.Fleet{Namespace: "team-b", HelmOp: "web", Clusters: 3, Sources: 2}
+	sums = append(sums, fixture.Summary("team-b", "web", ok.Rows()))
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"80", Options{Width: 80, AllNamespaces: true}},
+		{"80-tty", Options{Width: 80, AllNamespaces: true, Color: true}},
+		{"40", Options{Width: 40}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			if err := Owners(&out, sums, "", tc.o); err != nil {
+				t.Fatal(err)
+			}
+			fixture.Golden(t, "owners-"+tc.name, out.String())
+		})
+	}
+	var out strings.Builder
+	if err := Owners(&out, nil, "nowhere", Options{}); err != nil || out.String() != "No owner has copies in namespace nowhere.\n" {
+		t.Errorf("no summaries: %q, %v", out.String(), err)
+	}
+}
+
+// TestLargeIsFast: 1,000 Clusters × 10 sources build and draw in well
+// under a second without -race (the API's list is the rest of the
+// command's time).
+func TestLargeIsFast(t *testing.T) {
+	rows := large().Rows()
+	s := fixture.Summary("fleet-default", "app", rows)
+	began := time.Now()
+	g := grid.Build(rows)
+	var b strings.Builder
+	if err := Owner(&b, &s, g[0], Options{Width: 160, All: true}); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	t.Logf("1,000 x 10: built and drawn in %v, %d bytes (all Clusters)", took, b.Len())
+	// A bound against a blow-up (quadratic grouping, a regexp per row), wide
+	// enough for -race on a loaded 2-core machine (0.8 s seen); the figure
+	// in docs/benchmarks.md comes from the run without -race.
+	if took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
+
+func BenchmarkOwnerLarge(b *testing.B) {
+	rows := large().Rows()
+	s := fixture.Summary("fleet-default", "app", rows)
+	for i := 0; i < b.N; i++ {
+		g := grid.Build(rows)
+		var out strings.Builder
+		_ = Owner(&out, &s, g[0], Options{Width: 160})
+		fmt.Fprint(&out)
+	}
+}
