@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/plugin/fixture"
@@ -117,25 +116,22 @@ func TestOwnersGolden(t *testing.T) {
 	}
 }
 
-// TestLargeIsFast: 1,000 Clusters × 10 sources build and draw in well
-// under a second without -race (the API's list is the rest of the
-// command's time).
-func TestLargeIsFast(t *testing.T) {
+// TestLargeStaysReadable: at 1,000 Clusters × 10 sources the matrix of
+// every Cluster folds into a page a person reads, not one line per row.
+// How fast it is drawn is BenchmarkOwnerLarge's to say
+// (docs/benchmarks.md), not a test's.
+func TestLargeStaysReadable(t *testing.T) {
 	rows := large().Rows()
 	s := fixture.Summary("fleet-default", "app", rows)
-	began := time.Now()
 	g := grid.Build(rows)
 	var b strings.Builder
 	if err := Owner(&b, &s, g[0], Options{Width: 160, All: true}); err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(began)
-	t.Logf("1,000 x 10: built and drawn in %v, %d bytes (all Clusters)", took, b.Len())
-	// A bound against a blow-up (quadratic grouping, a regexp per row), wide
-	// enough for -race on a loaded 2-core machine (0.8 s seen); the figure
-	// in docs/benchmarks.md comes from the run without -race.
-	if took > 5*time.Second {
-		t.Errorf("took %v", took)
+	lines := strings.Count(b.String(), "\n")
+	t.Logf("1,000 x 10, every Cluster: %d lines, %d bytes", lines, b.Len())
+	if len(rows) != 10000 || lines > 200 {
+		t.Errorf("%d rows drawn in %d lines, want 10,000 rows in at most 200", len(rows), lines)
 	}
 }
 
