@@ -291,7 +291,7 @@ func TestReportInBrowser(t *testing.T) {
 	}
 	s.check(t, page)
 
-	large := writePage(t, dir, "large.html", Large().Rows())
+	large := writePage(t, dir, "large.html", fixture.Large().Rows())
 	took := s.open(t, large)
 	n, err := chromedp.Run(s.ctx, chromedp.Evaluate[int](`document.querySelectorAll('table.grid td').length`))
 	if err != nil {

@@ -14,25 +14,6 @@ import (
 
 var taken = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// Large is the bench's shape, 1,000 Clusters × 10 sources, with 412
-// Clusters Forbidden on one source and a few other phases.
-func Large() fixture.Fleet {
-	return fixture.Fleet{Namespace: "fleet-default", HelmOp: "app", Clusters: 1000, Sources: 10,
-		Phase: func(i, j int, c string) (v1alpha1.CopyPhase, string, bool) {
-			switch {
-			case i%2 == 0 && i < 824 && j == 0:
-				return v1alpha1.CopyPhaseForbidden, "cluster " + c + ": forbidden: ServiceAccount cattle-fleet-system/app may not create secrets in namespace app; nothing was written", false
-			case i >= 990 && i < 993 && j == 3:
-				return v1alpha1.CopyPhaseConflict, "Secret app/source-04 exists in cluster " + c + " and is not managed by Courier; it is left unchanged", false
-			case i >= 900 && i < 920 && j == 9:
-				return v1alpha1.CopyPhaseSynced, "", true
-			case i >= 950 && i < 955 && j == 5:
-				return v1alpha1.CopyPhasePending, "Secret fleet-default/source-06 is not copied to cluster " + c + " yet", false
-			}
-			return v1alpha1.CopyPhaseSynced, "", false
-		}}
-}
-
 func page(t testing.TB, f fixture.Fleet) string {
 	rows := f.Rows()
 	var b strings.Builder
@@ -58,7 +39,7 @@ func TestSmallGolden(t *testing.T) {
 // TestSelfContained: nothing in the page fetches anything: no URL, no
 // src or href but in-page anchors, and a CSP forbidding every fetch.
 func TestSelfContained(t *testing.T) {
-	p := page(t, Large())
+	p := page(t, fixture.Large())
 	for _, bad := range []string{"http://", "https://", "src=", "<link", "@import", "url("} {
 		if strings.Contains(p, bad) {
 			t.Errorf("the page holds %q", bad)
@@ -76,7 +57,7 @@ func TestSelfContained(t *testing.T) {
 
 // TestLargeSizeAndTime: 1,000 Clusters × 10 sources, one cell per row.
 func TestLargeSizeAndTime(t *testing.T) {
-	f := Large()
+	f := fixture.Large()
 	rows := f.Rows()
 	began := time.Now()
 	p := page(t, f)
@@ -92,7 +73,7 @@ func TestLargeSizeAndTime(t *testing.T) {
 }
 
 func BenchmarkLarge(b *testing.B) {
-	f := Large()
+	f := fixture.Large()
 	for i := 0; i < b.N; i++ {
 		page(b, f)
 	}

@@ -22,25 +22,6 @@ func small() fixture.Fleet {
 		}}
 }
 
-// large is the bench's shape: 1,000 Clusters × 10 sources; 412 Clusters
-// Forbidden for one cause, 3 Conflicts, 20 copies out of date, 5 Pending.
-func large() fixture.Fleet {
-	return fixture.Fleet{Namespace: "fleet-default", HelmOp: "app", Clusters: 1000, Sources: 10,
-		Phase: func(i, j int, c string) (v1alpha1.CopyPhase, string, bool) {
-			switch {
-			case i%2 == 0 && i < 824 && j == 0:
-				return v1alpha1.CopyPhaseForbidden, "cluster " + c + ": forbidden: ServiceAccount cattle-fleet-system/app may not create secrets in namespace app; nothing was written", false
-			case i >= 990 && i < 993 && j == 3:
-				return v1alpha1.CopyPhaseConflict, "Secret app/source-04 exists in cluster " + c + " and is not managed by Courier; it is left unchanged", false
-			case i >= 900 && i < 920 && j == 9:
-				return v1alpha1.CopyPhaseSynced, "", true
-			case i >= 950 && i < 955 && j == 5:
-				return v1alpha1.CopyPhasePending, "Secret fleet-default/source-06 is not copied to cluster " + c + " yet", false
-			}
-			return v1alpha1.CopyPhaseSynced, "", false
-		}}
-}
-
 func render(t testing.TB, f fixture.Fleet, o Options) string {
 	rows := f.Rows()
 	s := fixture.Summary(f.Namespace, f.HelmOp, rows)
@@ -64,9 +45,9 @@ func TestOwnerGolden(t *testing.T) {
 		{"small-80", small(), Options{Width: 80}},
 		{"small-80-tty", small(), Options{Width: 80, Color: true}},
 		{"small-40", small(), Options{Width: 40}},
-		{"large-160", large(), Options{Width: 160}},
-		{"large-40", large(), Options{Width: 40}},
-		{"large-160-all", large(), Options{Width: 160, All: true}},
+		{"large-160", fixture.Large(), Options{Width: 160}},
+		{"large-40", fixture.Large(), Options{Width: 40}},
+		{"large-160-all", fixture.Large(), Options{Width: 160, All: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := render(t, tc.f, tc.o)
@@ -90,7 +71,7 @@ func TestOwnerGolden(t *testing.T) {
 
 func TestOwnersGolden(t *testing.T) {
 	a := small().Rows()
-	b := large().Rows()
+	b := fixture.Large().Rows()
 	sums := []v1alpha1.DownstreamCopySummary{fixture.Summary("fleet-default", "app", b), fixture.Summary("fleet-default", "example", a)}
 	ok := fixture.Fleet{Namespace: "team-b", HelmOp: "web", Clusters: 3, Sources: 2}
 	sums = append(sums, fixture.Summary("team-b", "web", ok.Rows()))
@@ -121,7 +102,7 @@ func TestOwnersGolden(t *testing.T) {
 // How fast it is drawn is BenchmarkOwnerLarge's to say
 // (docs/benchmarks.md), not a test's.
 func TestLargeStaysReadable(t *testing.T) {
-	rows := large().Rows()
+	rows := fixture.Large().Rows()
 	s := fixture.Summary("fleet-default", "app", rows)
 	g := grid.Build(rows)
 	var b strings.Builder
@@ -136,7 +117,7 @@ func TestLargeStaysReadable(t *testing.T) {
 }
 
 func BenchmarkOwnerLarge(b *testing.B) {
-	rows := large().Rows()
+	rows := fixture.Large().Rows()
 	s := fixture.Summary("fleet-default", "app", rows)
 	for i := 0; i < b.N; i++ {
 		g := grid.Build(rows)
