@@ -162,7 +162,10 @@ func TestAggregatedViewRole(t *testing.T) {
 // and krew's plugin manifest, which is for krew's index, not a cluster
 // (hack/image fills it in and its tests check it).
 func TestArtifactsApplyServerSide(t *testing.T) {
-	_, _ = env.Kubectl(context.Background(), env.Upstream, "create", "namespace", "fleet-default")
+	// The namespaces the manifests expect to exist (Fleet makes them).
+	for _, ns := range []string{"fleet-default", "cattle-fleet-system"} {
+		_, _ = env.Kubectl(context.Background(), env.Upstream, "create", "namespace", ns)
+	}
 	entries, err := os.ReadDir(repoRoot + "/artifacts")
 	if err != nil {
 		t.Fatal(err)
