@@ -163,16 +163,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		binaries := map[string][]byte{}
 		for _, p := range platforms {
-			bin := filepath.Join(*bins, p.OS+"_"+p.Architecture, c.name)
-			if err := buildBinary(ctx, *root, c.pkg, p, *ldflags, bin); err != nil {
-				return err
-			}
-			data, err := os.ReadFile(bin)
+			data, err := buildChecked(ctx, *root, c.pkg, p, *ldflags, filepath.Join(*bins, p.OS+"_"+p.Architecture, c.name))
 			if err != nil {
 				return err
-			}
-			if err := checkBinary(data, p); err != nil {
-				return fmt.Errorf("%s: %w", bin, err)
 			}
 			binaries[p.Architecture] = data
 		}
@@ -258,6 +251,22 @@ func buildEnv(p v1.Platform) []string {
 	}
 	return append(env, "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture,
 		"GOAMD64=v1", "GOARM64=v8.0", "GOFLAGS=")
+}
+
+// buildChecked builds pkg for p into out (buildBinary) and returns the
+// binary's bytes once checkBinary accepts them for p.
+func buildChecked(ctx context.Context, dir, pkg string, p v1.Platform, ldflags, out string) ([]byte, error) {
+	if err := buildBinary(ctx, dir, pkg, p, ldflags, out); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBinary(data, p); err != nil {
+		return nil, fmt.Errorf("%s: %w", out, err)
+	}
+	return data, nil
 }
 
 // buildBinary builds pkg (relative to dir) as a static binary for p: no

@@ -29,16 +29,9 @@ var plugin = component{name: "kubectl-courier", pkg: "./cmd/kubectl-courier"}
 func buildPlugin(ctx context.Context, root, bins, out, ldflags, version, uriBase string, platforms []v1.Platform, mtime time.Time) error {
 	values := map[string]string{"VERSION": version}
 	for _, p := range platforms {
-		bin := filepath.Join(bins, p.OS+"_"+p.Architecture, plugin.name)
-		if err := buildBinary(ctx, root, plugin.pkg, p, ldflags, bin); err != nil {
-			return err
-		}
-		data, err := os.ReadFile(bin)
+		data, err := buildChecked(ctx, root, plugin.pkg, p, ldflags, filepath.Join(bins, p.OS+"_"+p.Architecture, plugin.name))
 		if err != nil {
 			return err
-		}
-		if err := checkBinary(data, p); err != nil {
-			return fmt.Errorf("%s: %w", bin, err)
 		}
 		archive, err := pluginArchive(data, mtime)
 		if err != nil {
