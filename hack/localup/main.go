@@ -5,7 +5,8 @@
 //	go run ./hack/localup down   stop everything `up` started
 //
 // downstream-1 is pushed (its Cluster has a kubeconfig Secret);
-// downstream-2 is pulled by a courier-agent process (pull.go).
+// downstream-2 is pulled by a courier-agent process. What runs is set up by
+// package test/localenv/localup, which tests bring up the same way.
 //
 // `up` builds the tools (hack/build-tools.sh), Courier and the agent, then starts a
 // detached supervisor (`localup serve`, in its own session so it outlives
@@ -17,7 +18,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/courier-dev/courier/test/localenv"
+	"github.com/courier-dev/courier/test/localenv/localup"
 )
 
 const (
@@ -39,7 +40,7 @@ const (
 	// upTimeout covers a cold start on a small machine: three clusters
 	// starting together, CRDs, Courier and its APIService.
 	upTimeout = 10 * time.Minute
-	workspace = "fleet-default"
+	workspace = localup.Workspace
 )
 
 // stringList is a repeatable flag.
@@ -312,8 +313,9 @@ func isSupervisor(pid int) bool {
 	return true
 }
 
-// serve is the supervisor: it owns every process, sets up the clusters and
-// stays until SIGTERM (from down), then stops them all.
+// serve is the supervisor: it owns every process, sets up the clusters
+// (package localup, which tests bring up the same way) and stays until
+// SIGTERM (from down), then stops them all.
 func serve(c config) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -325,134 +327,22 @@ func serve(c config) error {
 		_ = os.Remove(filepath.Join(c.dir, pidFile))
 		_ = os.Remove(filepath.Join(c.dir, readyFile))
 	}()
-	env, err := localenv.Start(ctx, localenv.Options{
-		Dir:          c.dir,
-		BinDir:       c.binDir,
-		Downstreams:  c.downstreams,
-		ReadyTimeout: 3 * time.Minute, // shared CPU with a build or an editor
-		Log:          logf,
-	})
+	s, err := localup.Up(ctx, localup.Config{Dir: c.dir, BinDir: c.binDir, CRDs: c.crds, Admission: c.admission,
+		Example: c.example, FieldCopyExample: c.fcExample, CourierBinary: c.courier, AgentBinary: c.agent,
+		Downstreams: c.downstreams, CourierArgs: c.courierArgs, Log: logf})
 	if err != nil {
 		return err
 	}
-	defer env.Stop()
-	if err := setup(ctx, env, c, logf); err != nil {
-		return err
-	}
+	defer s.Stop()
 	if err := os.WriteFile(filepath.Join(c.dir, readyFile), []byte(time.Now().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		return err
 	}
 	logf("localup: ready; waiting for SIGTERM (make down)")
 	<-ctx.Done()
 	logf("localup: stopping")
-	env.Stop()
+	s.Stop()
 	logf("localup: stopped")
 	return nil
-}
-
-// setup makes the upstream cluster look like a Fleet management cluster
-// with registered downstream clusters, as a user would (kubectl apply), and
-// starts Courier.
-func setup(ctx context.Context, env *localenv.Env, c config, logf func(string, ...any)) error {
-	up := env.Upstream
-	kubectl := func(args ...string) error {
-		out, err := env.Kubectl(ctx, up, args...)
-		if out = strings.TrimSpace(out); out != "" {
-			logf("$ kubectl %s\n%s", strings.Join(args, " "), out)
-		}
-		return err
-	}
-	if err := kubectl("apply", "-f", c.crds); err != nil {
-		return err
-	}
-	if err := env.WaitEstablished(ctx); err != nil {
-		return err
-	}
-
-	manifests := filepath.Join(c.dir, "manifests")
-	if err := os.MkdirAll(manifests, 0o755); err != nil {
-		return err
-	}
-	var fleet strings.Builder
-	fmt.Fprintf(&fleet, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", workspace)
-	for i, d := range env.Downstreams {
-		if isPulled(i) {
-			fleet.WriteString(pulledCluster(d.Name, i))
-			continue
-		}
-		// Fleet reads a downstream cluster's kubeconfig from the Secret named
-		// by the Cluster's kubeConfigSecret, key "value". The admin
-		// kubeconfig is a stand-in for the one Fleet's registration creates.
-		kc, err := os.ReadFile(d.Kubeconfig)
-		if err != nil {
-			return err
-		}
-		envLabel := "prod"
-		if i == 0 {
-			envLabel = "dev"
-		}
-		fmt.Fprintf(&fleet, `---
-apiVersion: v1
-kind: Secret
-metadata:
-  name: %[1]s-kubeconfig
-  namespace: %[2]s
-type: Opaque
-data:
-  value: %[3]s
----
-apiVersion: fleet.cattle.io/v1alpha1
-kind: Cluster
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-  labels:
-    env: %[4]s
-    name: %[1]s
-spec:
-  kubeConfigSecret: %[1]s-kubeconfig
-`, d.Name, workspace, base64.StdEncoding.EncodeToString(kc), envLabel)
-	}
-	fmt.Fprintf(&fleet, `---
-# Fleet's default group: a HelmOp without targets goes to every cluster in it.
-apiVersion: fleet.cattle.io/v1alpha1
-kind: ClusterGroup
-metadata:
-  name: default
-  namespace: %s
-spec:
-  selector: {}
-`, workspace)
-	fleetFile := filepath.Join(manifests, "fleet.yaml")
-	if err := os.WriteFile(fleetFile, []byte(fleet.String()), 0o600); err != nil {
-		return err
-	}
-	if err := kubectl("apply", "-f", fleetFile); err != nil {
-		return err
-	}
-	if err := kubectl("apply", "-f", c.example); err != nil {
-		return err
-	}
-	// The admission policies, as the chart installs them: a HelmOp, or a
-	// field-copy rule, may name only sources its author may get.
-	if err := kubectl("apply", "-f", c.admission); err != nil {
-		return err
-	}
-	args := c.courierArgs
-	if c.fcExample != "" {
-		if err := kubectl("apply", "-f", c.fcExample); err != nil {
-			return err
-		}
-		// As the chart starts Courier for field copies: Secret sources on,
-		// which the field-copy admission policy above makes safe.
-		args = append([]string{"--fieldcopy-target=configmaps", "--fieldcopy-namespace=" + workspace, "--fieldcopy-secret-sources"}, args...)
-	}
-	courier, err := env.StartCourier(ctx, localenv.CourierOptions{Binary: c.courier, Args: args})
-	if err != nil {
-		return err
-	}
-	logf("localup: Courier on 127.0.0.1:%d, log %s", courier.Port, courier.LogPath)
-	return startAgents(ctx, env, c, kubectl, logf)
 }
 
 func rel(path string) string {

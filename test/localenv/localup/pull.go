@@ -1,4 +1,4 @@
-package main
+package localup
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 // for.
 const pulledIndex = 1
 
-func isPulled(i int) bool { return i == pulledIndex }
+// IsPulled reports whether the i-th downstream cluster (0-based) is
+// pulled by a courier-agent rather than pushed.
+func IsPulled(i int) bool { return i == pulledIndex }
 
 // agentUser is the upstream identity of cluster name's agent.
 func agentUser(name string) string { return "courier-agent-" + name }
@@ -23,10 +25,6 @@ func agentUser(name string) string { return "courier-agent-" + name }
 // pulledCluster is the Fleet Cluster of a pulled downstream cluster: the
 // agent's user, no kubeconfig Secret.
 func pulledCluster(name string, i int) string {
-	envLabel := "prod"
-	if i == 0 {
-		envLabel = "dev"
-	}
 	return fmt.Sprintf(`---
 apiVersion: fleet.cattle.io/v1alpha1
 kind: Cluster
@@ -39,26 +37,27 @@ metadata:
   annotations:
     courier.dev/agent-user: %[4]s
 spec: {}
-`, name, workspace, envLabel, agentUser(name))
+`, name, Workspace, envLabel(i), agentUser(name))
 }
 
 // startAgents binds courier:agent to each pulled cluster's agent user in
 // the workspace and starts its courier-agent.
-func startAgents(ctx context.Context, env *localenv.Env, c config, kubectl func(...string) error, logf func(string, ...any)) error {
-	for i, d := range env.Downstreams {
-		if !isPulled(i) {
+func (s *Setup) startAgents(ctx context.Context, c Config, kubectl func(...string) error) error {
+	for i, d := range s.Env.Downstreams {
+		if !IsPulled(i) {
 			continue
 		}
 		user := agentUser(d.Name)
-		if err := kubectl("create", "rolebinding", user, "-n", workspace, "--clusterrole=courier:agent", "--user="+user); err != nil {
+		if err := kubectl("create", "rolebinding", user, "-n", Workspace, "--clusterrole=courier:agent", "--user="+user); err != nil {
 			return err
 		}
-		a, err := env.StartAgent(ctx, localenv.AgentOptions{Binary: c.agent, Cluster: workspace + "/" + d.Name, User: user,
+		a, err := s.Env.StartAgent(ctx, localenv.AgentOptions{Binary: c.AgentBinary, Cluster: Workspace + "/" + d.Name, User: user,
 			Downstream: d, Args: []string{"-v=2"}})
 		if err != nil {
 			return err
 		}
-		logf("localup: courier-agent for %s/%s (metrics %s), log %s", workspace, d.Name, a.MetricsURL, a.LogPath)
+		s.Agents = append(s.Agents, a)
+		c.Log("localup: courier-agent for %s/%s (metrics %s), log %s", Workspace, d.Name, a.MetricsURL, a.LogPath)
 	}
 	return nil
 }
