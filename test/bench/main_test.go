@@ -86,7 +86,8 @@ func run(m *testing.M) (int, error) {
 // and freed memory would hide growth; then memory with field copies on, on
 // a Courier restarted with those flags (and restarted without them after);
 // then the scale benchmark for each N, smallest first; then
-// the scale-out case on the largest N's Clusters.
+// the scale-out case on the largest N's Clusters, and kubectl courier
+// status on them.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
 	t.Run("fieldcopy-memory", testFieldCopyMemory)
@@ -98,5 +99,11 @@ func TestBench(t *testing.T) {
 	// Last: it shares the last scale case's Clusters among replicas.
 	if len(ns) > 0 && os.Getenv("COURIER_BENCH_SCALEOUT") != "0" {
 		t.Run(fmt.Sprintf("scaleout-%d", ns[len(ns)-1]), func(t *testing.T) { testScaleOut(t, ns[len(ns)-1]) })
+	}
+	// Then kubectl courier status on the last N's Clusters (run alone, on
+	// the same setup made for it).
+	if len(ns) > 0 {
+		n := ns[len(ns)-1]
+		t.Run(fmt.Sprintf("plugin-status-%d", n), func(t *testing.T) { testPluginStatus(t, n) })
 	}
 }
