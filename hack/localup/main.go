@@ -68,16 +68,19 @@ func main() {
 	}
 	cmd, args := os.Args[1], os.Args[2:]
 	var c config
+	// The defaults are the test's (test/makerun): paths relative to the
+	// repository, where main changes directory to.
+	d := localup.Defaults(".")
 	fs := flag.NewFlagSet("localup "+cmd, flag.ExitOnError)
 	fs.StringVar(&c.dir, "dir", "_output/local", "work directory (wiped by up)")
 	fs.StringVar(&c.binDir, "bin-dir", "", "directory with kube-apiserver, kube-controller-manager, kubectl, etcd (default: output of hack/build-tools.sh)")
-	fs.StringVar(&c.crds, "crds", "artifacts/crds", "Fleet CRDs to install (the real ones are in ../shared/fleet-crds)")
-	fs.StringVar(&c.admission, "admission", "artifacts/admission", "admission policies installed upstream before the examples, as the chart installs them")
-	fs.StringVar(&c.example, "example", "artifacts/examples/helmop.yaml", "manifest applied to the upstream cluster after the Fleet objects")
-	fs.StringVar(&c.fcExample, "fieldcopy-example", "artifacts/examples/fieldcopy.yaml", "field-copy example applied after --example (Courier runs with --fieldcopy-target=configmaps limited to the workspace); empty: none")
-	fs.StringVar(&c.courier, "courier-binary", "_output/bin/courier-apiserver", "where up builds Courier and serve runs it from")
-	fs.StringVar(&c.agent, "agent-binary", "_output/bin/courier-agent", "where up builds courier-agent and serve runs it from (for downstream-2)")
-	fs.IntVar(&c.downstreams, "downstreams", 2, "number of downstream clusters")
+	fs.StringVar(&c.crds, "crds", d.CRDs, "Fleet CRDs to install (the real ones are in ../shared/fleet-crds)")
+	fs.StringVar(&c.admission, "admission", d.Admission, "admission policies installed upstream (as the chart installs them) after --example, before --fieldcopy-example")
+	fs.StringVar(&c.example, "example", d.Example, "manifest applied to the upstream cluster after the Fleet objects")
+	fs.StringVar(&c.fcExample, "fieldcopy-example", d.FieldCopyExample, "field-copy example applied after --example (Courier runs with --fieldcopy-target=configmaps limited to the workspace); empty: none")
+	fs.StringVar(&c.courier, "courier-binary", d.CourierBinary, "where up builds Courier and serve runs it from")
+	fs.StringVar(&c.agent, "agent-binary", d.AgentBinary, "where up builds courier-agent and serve runs it from (for downstream-2)")
+	fs.IntVar(&c.downstreams, "downstreams", d.Downstreams, "number of downstream clusters")
 	fs.Var(&c.courierArgs, "courier-arg", "extra flag for Courier (repeatable)")
 	_ = fs.Parse(args)
 
