@@ -86,7 +86,8 @@ func run(m *testing.M) (int, error) {
 // and freed memory would hide growth; then memory with field copies on, on
 // a Courier restarted with those flags (and restarted without them after);
 // then the scale benchmark for each N, smallest first; then
-// the scale-out case on the largest N's Clusters.
+// the scale-out case on the largest N's Clusters; last what replicas cost
+// the upstream at rest.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
 	t.Run("fieldcopy-memory", testFieldCopyMemory)
@@ -99,4 +100,5 @@ func TestBench(t *testing.T) {
 	if len(ns) > 0 && os.Getenv("COURIER_BENCH_SCALEOUT") != "0" {
 		t.Run(fmt.Sprintf("scaleout-%d", ns[len(ns)-1]), func(t *testing.T) { testScaleOut(t, ns[len(ns)-1]) })
 	}
+	t.Run("rest", testRest)
 }

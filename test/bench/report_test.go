@@ -72,7 +72,9 @@ type report struct {
 	pull   []pullResult
 	// scaleOut is the scale-out push case (scaleout_test.go).
 	scaleOut []scaleOutResult
-	notes    []string
+	// rest is the at-rest case (rest_test.go).
+	rest  []restResult
+	notes []string
 }
 
 func (r *report) addScale(rows ...scaleRow) {
@@ -141,6 +143,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if len(r.scaleOut) > 0 {
 		printScaleOut(w, r.scaleOut)
+	}
+	if len(r.rest) > 0 {
+		printRest(w, r.rest)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintln(w, "notes:")
