@@ -24,9 +24,8 @@ const (
 	BucketLabel = "courier.dev/shard-bucket"
 )
 
-// Defaults. A bucket renewal costs one write, so the renew period sets the
-// steady upstream write rate: (members + buckets) / RenewPeriod in all, 3
-// replicas and 64 buckets at 5 s are 13.4 writes/s.
+// Defaults. A replica renews its membership Lease alone, one write per
+// renew period whatever the number of buckets: 0.2 writes/s at 5 s.
 const (
 	DefaultBuckets       = 64
 	DefaultLeaseDuration = 15 * time.Second
@@ -48,15 +47,16 @@ type Config struct {
 	// use the same number. Default 64.
 	Buckets int
 	// LeaseDuration is how long others wait, on their own clock, after the
-	// last renewal they observed before they take a bucket (or count a
-	// member gone). Whole seconds, as a Lease stores it. Default 15s.
+	// last membership renewal they observed before they take a bucket of
+	// this replica's (or count it gone). Whole seconds, as a Lease stores it. Default 15s.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long after sending its last successful renewal
 	// this replica still counts a bucket as its own. It must be shorter
 	// than LeaseDuration: the difference is the margin for in-flight
 	// writes and for clocks running at different rates. Default 10s.
 	RenewDeadline time.Duration
-	// RenewPeriod is how often held Leases are renewed. Default 5s.
+	// RenewPeriod is how often the membership Lease is renewed (bucket
+	// Leases are not: they are written on hand-over only). Default 5s.
 	RenewPeriod time.Duration
 	// RetryPeriod is how often the loop looks at membership and buckets
 	// (acquire, release) and retries a failed renewal. Default 2s.

@@ -29,19 +29,24 @@ type Manager struct {
 
 	mu   sync.Mutex
 	held map[int]*heldBucket // guarded by mu
+	// renewedAt is when the last successful write of the membership Lease
+	// was sent, validUntil renewedAt + RenewDeadline: every held bucket's
+	// term ends there on this replica's clock (zero: no term). Guarded by
+	// mu.
+	renewedAt, validUntil time.Time
 
 	// Owned by the loop alone.
-	member          *coordinationv1.Lease // this replica's membership Lease, as last written
-	memberRenewedAt time.Time
-	unheldSince     map[int]time.Time // buckets without a valid holder, since when (this replica's clock)
+	member        *coordinationv1.Lease // this replica's membership Lease, as last written
+	memberTriedAt time.Time             // when the last failed membership write was sent (zero after a success)
+	unheldSince   map[int]time.Time     // buckets without a valid holder, since when (this replica's clock)
+	absentSince   map[string]time.Time  // holders' membership Leases not seen, since when (this replica's clock)
 }
 
-// heldBucket is a bucket Lease this replica holds.
+// heldBucket is a bucket Lease this replica holds, as it wrote it when it
+// took the bucket. It is not renewed: the membership Lease's renewals keep
+// its term running.
 type heldBucket struct {
-	lease      *coordinationv1.Lease // as last written by this replica
-	renewedAt  time.Time             // when the last successful write was sent
-	validUntil time.Time             // renewedAt + RenewDeadline: the term ends here on this replica's clock
-	triedAt    time.Time             // when the last failed renewal was sent (zero after a success)
+	lease *coordinationv1.Lease
 }
 
 // Term is a bucket's current term: who holds its Lease and how many times
@@ -75,32 +80,32 @@ func newManager(leases coordinationv1client.LeaseInterface, cfg Config) (*Manage
 	return &Manager{
 		cfg: cfg, leases: leases,
 		members: newObserver(cfg.Clock), buckets: newObserver(cfg.Clock),
-		held: map[int]*heldBucket{}, unheldSince: map[int]time.Time{},
+		held: map[int]*heldBucket{}, unheldSince: map[int]time.Time{}, absentSince: map[string]time.Time{},
 	}, nil
 }
 
 // Owns reports whether this replica may deliver for bucket now: it holds
 // the bucket's Lease and, by its own clock, less than RenewDeadline has
-// passed since it sent its last successful renewal. It turns false on its
-// own when the deadline passes, before the loop notices, so a writer that
-// checks it before each write never writes after its term ended.
+// passed since it sent its last successful renewal of its membership
+// Lease. It turns false on its own when the deadline passes, before the
+// loop notices, so a writer that checks it before each write never writes
+// after its term ended.
 func (m *Manager) Owns(bucket int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := m.held[bucket]
-	return h != nil && m.cfg.Clock.Now().Before(h.validUntil)
+	return m.held[bucket] != nil && m.cfg.Clock.Now().Before(m.validUntil)
 }
 
 // Held returns the buckets Owns is true for, sorted.
 func (m *Manager) Held() []int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.cfg.Clock.Now()
-	var out []int
-	for b, h := range m.held {
-		if now.Before(h.validUntil) {
-			out = append(out, b)
-		}
+	if !m.cfg.Clock.Now().Before(m.validUntil) {
+		return nil
+	}
+	out := make([]int, 0, len(m.held))
+	for b := range m.held {
+		out = append(out, b)
 	}
 	sort.Ints(out)
 	return out
@@ -112,7 +117,7 @@ func (m *Manager) Held() []int {
 func (m *Manager) Term(bucket int) (t Term, ok bool) {
 	m.mu.Lock()
 	h := m.held[bucket]
-	here := h != nil && m.cfg.Clock.Now().Before(h.validUntil)
+	here := h != nil && m.cfg.Clock.Now().Before(m.validUntil)
 	m.mu.Unlock()
 	if here {
 		return termOf(h.lease, true), true
@@ -126,17 +131,14 @@ func (m *Manager) Term(bucket int) (t Term, ok bool) {
 
 // Holder names who delivers for bucket now as this replica sees it: this
 // replica's identity while Owns, else the holder the bucket's Lease names
-// while, by this replica's clock, its term has not expired; "" when none.
-// It is for display (kubectl get -o wide) and never decides a write.
+// while, by this replica's clock, that holder is not gone (its membership
+// Lease renewed within its duration); "" when none. It is for display
+// (kubectl get -o wide) and never decides a write.
 func (m *Manager) Holder(bucket int) string {
 	if m.Owns(bucket) {
 		return m.cfg.Identity
 	}
-	obs, ok := m.buckets.get(bucketLeaseName(bucket))
-	if !ok || obs.expired(m.cfg.Clock.Now(), m.cfg.LeaseDuration) {
-		return ""
-	}
-	if h := obs.holder(); h != m.cfg.Identity {
+	if h := m.otherHolder(m.cfg.Clock.Now(), bucket); h != m.cfg.Identity {
 		return h
 	}
 	return "" // a term of this replica's name it does not hold: taken back at its next pass
@@ -218,22 +220,23 @@ func (m *Manager) nextWake() time.Duration {
 	wait := m.cfg.RetryPeriod
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, h := range m.held {
-		if d := h.validUntil.Sub(now); d < wait {
+	if len(m.held) > 0 {
+		if d := m.validUntil.Sub(now); d < wait {
 			wait = max(d, time.Millisecond)
 		}
 	}
 	return wait
 }
 
-// step is one pass of the loop: drop what expired, renew, hand over what
-// this replica is no longer the desired owner of, take what it is.
+// step is one pass of the loop: drop what expired, renew the membership
+// Lease, hand over what this replica is no longer the desired owner of,
+// take what it is.
 func (m *Manager) step(ctx context.Context) {
 	now := m.cfg.Clock.Now()
 	lost := m.dropExpired(now)
-	m.renewMember(ctx, now)
-	renewed := m.renewDue(ctx, now)
+	renewed := m.renewMember(ctx, now)
 	lost = append(lost, renewed.lost...)
+	lost = append(lost, m.dropTaken()...)
 	members := m.members.live(now, m.cfg.LeaseDuration, m.cfg.Identity)
 	toRelease := m.undesired(members)
 	lost = append(lost, bucketsOf(toRelease)...)
@@ -258,10 +261,10 @@ func (m *Manager) shutdown(ctx context.Context) {
 	defer cancel()
 	m.mu.Lock()
 	var all []*coordinationv1.Lease
-	for b, h := range m.held {
+	for _, h := range m.held {
 		all = append(all, h.lease)
-		delete(m.held, b)
 	}
+	m.dropAllLocked()
 	m.mu.Unlock()
 	m.notify(nil, bucketsOf(all))
 	for _, l := range all {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -110,37 +109,30 @@ func TestJoinersGetTheirBucketsAndDeliveryStopsBeforeRelease(t *testing.T) {
 	}
 }
 
-func TestLosingARenewalDropsTheBucket(t *testing.T) {
+// TestATakenBucketIsDropped: a bucket Lease written by hand to name
+// another holder in a later term ends this replica's term for it at the
+// next pass; a write that does not take it (the control: same holder)
+// changes nothing.
+func TestATakenBucketIsDropped(t *testing.T) {
+	store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
+	m := newTestManager(t, store, clk, "courier-0", r)
+	m.step(context.Background())
 	for _, tc := range []struct {
-		name string
-		// interfere changes the store behind the holder's back.
-		interfere func(store *fakeLeases)
-	}{
-		{name: "conflict", interfere: func(store *fakeLeases) {
-			l, _ := store.Get(context.Background(), bucketLeaseName(3), metav1.GetOptions{})
-			l.Spec.HolderIdentity = ptr.To("someone-else")
-			if _, err := store.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-				panic(err)
-			}
-		}},
-		{name: "deleted", interfere: func(store *fakeLeases) {
-			_ = store.Delete(context.Background(), bucketLeaseName(3), metav1.DeleteOptions{})
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
-			m := newTestManager(t, store, clk, "courier-0", r)
-			m.step(context.Background())
-			tc.interfere(store)
-			advance(clk, DefaultRenewPeriod)
-			_ = m.renewDue(context.Background(), clk.Now()) // the renewal alone, before any re-acquisition
-			if m.Owns(3) {
-				t.Error("still owns bucket 3 after its renewal failed with " + tc.name)
-			}
-			if !m.Owns(4) {
-				t.Error("lost bucket 4 too")
-			}
-		})
+		bucket int
+		holder string
+	}{{4, "courier-0"}, {3, "someone-else"}} {
+		l, _ := store.Get(context.Background(), bucketLeaseName(tc.bucket), metav1.GetOptions{})
+		l.Spec.HolderIdentity = ptr.To(tc.holder)
+		l.Spec.LeaseTransitions = ptr.To(transitions(l) + 1)
+		if _, err := store.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.dropTaken(); !slices.Equal(got, []int{3}) {
+		t.Errorf("dropTaken = %v, want [3]", got)
+	}
+	if m.Owns(3) || !m.Owns(4) {
+		t.Errorf("Owns(3) = %v, Owns(4) = %v after bucket 3 was taken by hand", m.Owns(3), m.Owns(4))
 	}
 }
 
@@ -170,11 +162,11 @@ func TestDeadlineEndsTheTerm(t *testing.T) {
 	}
 }
 
-// TestLapsedRenewalIsGainedAgain: a renewal that lands only after the
-// bucket's term ended by this replica's clock (a slow upstream) leaves
-// Owns false in between, so delivery for the bucket may have stopped; the
-// bucket is reported gained again so that its Clusters are passed over.
-// A renewal in time reports nothing (the control).
+// TestLapsedRenewalIsGainedAgain: a membership renewal that lands only
+// after the term ended by this replica's clock (a slow upstream) leaves
+// Owns false in between, so delivery may have stopped; every held bucket
+// is reported gained again so that its Clusters are passed over. A
+// renewal in time reports nothing (the control).
 func TestLapsedRenewalIsGainedAgain(t *testing.T) {
 	store, clk, r := newFakeLeases(), testclock.NewFakeClock(t0), &recorder{}
 	m := newTestManager(t, store, clk, "courier-0", r)
@@ -191,26 +183,26 @@ func TestLapsedRenewalIsGainedAgain(t *testing.T) {
 	advance(clk, DefaultRenewPeriod)
 	m.step(context.Background())
 	if g := gainedAfter(); len(g) != 0 {
-		t.Fatalf("renewals in time reported %v gained", g)
+		t.Fatalf("a renewal in time reported %v gained", g)
 	}
-	var once sync.Once
 	store.beforeUpdate = func(name string) {
-		if name == bucketLeaseName(7) {
-			once.Do(func() { clk.Step(DefaultRenewDeadline - DefaultRenewPeriod + time.Second) }) // bucket 7's renewal is slow: it lands a second after its term ended
+		if name == MemberLeasePrefix+"courier-0" {
+			store.beforeUpdate = nil
+			clk.Step(DefaultRenewDeadline - DefaultRenewPeriod + time.Second) // the renewal lands a second after the term ended
 		}
 	}
 	advance(clk, DefaultRenewPeriod)
 	m.step(context.Background())
-	if g := gainedAfter(); !slices.Contains(g, 7) {
-		t.Errorf("bucket 7 renewed after its deadline; gained again: %v, want it among them", g)
+	if g := gainedAfter(); !slices.Equal(g, allBuckets()) {
+		t.Errorf("renewed after the deadline; gained again: %v, want every bucket", g)
 	}
 	if !m.Owns(7) {
-		t.Error("bucket 7 not owned after its late renewal")
+		t.Error("bucket 7 not owned after the late renewal")
 	}
 }
 
 // TestFailedRenewalsRetryEveryRetryPeriod: the loop may wake often (to
-// drop each bucket at its deadline), but a failed renewal is retried only
+// drop the buckets at the deadline), but a failed renewal is retried only
 // once a retry period has passed, not at every wake.
 func TestFailedRenewalsRetryEveryRetryPeriod(t *testing.T) {
 	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
@@ -219,26 +211,26 @@ func TestFailedRenewalsRetryEveryRetryPeriod(t *testing.T) {
 	store.fail = errors.New("upstream unreachable")
 	advance(clk, DefaultRenewPeriod)
 	before := store.updates
-	m.renewDue(context.Background(), clk.Now())
-	if got := store.updates - before; got != DefaultBuckets {
-		t.Fatalf("%d renewals tried when due, want %d", got, DefaultBuckets)
+	m.renewMember(context.Background(), clk.Now())
+	if got := store.updates - before; got != 1 {
+		t.Fatalf("%d renewals tried when due, want 1", got)
 	}
 	advance(clk, DefaultRetryPeriod-time.Millisecond)
-	m.renewDue(context.Background(), clk.Now())
-	if got := store.updates - before; got != DefaultBuckets {
+	m.renewMember(context.Background(), clk.Now())
+	if got := store.updates - before; got != 1 {
 		t.Errorf("retried within the retry period: %d tries", got)
 	}
 	advance(clk, time.Millisecond)
-	m.renewDue(context.Background(), clk.Now())
-	if got := store.updates - before; got != 2*DefaultBuckets {
-		t.Errorf("%d tries after the retry period, want %d", got, 2*DefaultBuckets)
+	m.renewMember(context.Background(), clk.Now())
+	if got := store.updates - before; got != 2 {
+		t.Errorf("%d tries after the retry period, want 2", got)
 	}
 }
 
 // TestSuccessorWaitsAFullLeaseDuration: a holder stops (killed: no
 // renewal, no release); the other replica takes its buckets only once it
-// has seen neither its membership nor the bucket Leases renewed for a
-// lease duration by its own clock, and each take-over is a new term.
+// has seen its membership Lease unrenewed for a lease duration by its own
+// clock, fences that Lease (no holder), and each take-over is a new term.
 func TestSuccessorWaitsAFullLeaseDuration(t *testing.T) {
 	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
 	a := newTestManager(t, store, clk, "courier-a", nil)
@@ -248,9 +240,9 @@ func TestSuccessorWaitsAFullLeaseDuration(t *testing.T) {
 	if len(aBuckets) == 0 || len(b.Held()) == 0 {
 		t.Fatalf("a holds %v, b %v", aBuckets, b.Held())
 	}
-	// a's last renewals were sent during the last round of converge: find
-	// when b last saw a bucket of a's change.
-	obs, _ := b.buckets.get(bucketLeaseName(aBuckets[0]))
+	// a's last renewal was sent during the last round of converge: find
+	// when b last saw a's membership Lease change.
+	obs, _ := b.members.get(MemberLeasePrefix + "courier-a")
 	lastSeen := obs.seenAt
 	for clk.Now().Before(lastSeen.Add(DefaultLeaseDuration)) {
 		b.step(context.Background())
@@ -267,6 +259,9 @@ func TestSuccessorWaitsAFullLeaseDuration(t *testing.T) {
 	}
 	if term, _ := b.Term(aBuckets[0]); term.Holder != "courier-b" || term.Transitions < 1 {
 		t.Errorf("taken-over term %+v, want holder courier-b and a new transition", term)
+	}
+	if h := store.holder(MemberLeasePrefix + "courier-a"); h != "" {
+		t.Errorf("a's membership Lease names %q after the take-over, want it fenced", h)
 	}
 }
 
@@ -317,9 +312,9 @@ func TestShutdownReleasesEverything(t *testing.T) {
 	}
 }
 
-// TestShutdownReleasesAfterItsOwnLateRenewal: a renewal whose answer the
-// shutdown cut off can still have been recorded, leaving the holder's copy
-// one write behind; the release then conflicts, reads the Lease again and
+// TestShutdownReleasesAfterItsOwnLateRenewal: a write of the bucket Lease
+// whose answer was cut off can still have been recorded, leaving the
+// holder's copy one write behind; the release then conflicts, reads the Lease again and
 // releases it while it still names this replica, and leaves it alone when
 // another replica holds it.
 func TestShutdownReleasesAfterItsOwnLateRenewal(t *testing.T) {

@@ -94,11 +94,10 @@ func (m *Manager) updateMetrics(now time.Time) {
 	clustersUnowned.WithLabelValues(m.cfg.Identity).Set(float64(orphans))
 }
 
-// heldElsewhere says whether b's Lease names a holder whose term has not
-// expired by this replica's observation.
+// heldElsewhere says whether b's Lease names a holder that is not gone
+// by this replica's observation.
 func (m *Manager) heldElsewhere(now time.Time, b int) bool {
-	obs, ok := m.buckets.get(bucketLeaseName(b))
-	return ok && obs.holder() != "" && !obs.expired(now, m.cfg.LeaseDuration)
+	return m.otherHolder(now, b) != ""
 }
 
 // forgetMetrics removes this replica's series once it left.

@@ -31,6 +31,13 @@ func (o observation) expired(now time.Time, fallback time.Duration) bool {
 	return !now.Before(o.seenAt.Add(d))
 }
 
+// staleFor says whether this replica has seen the Lease unchanged for d
+// by its own clock, whatever duration the Lease states: bucket Leases
+// are not renewed, so their stated duration says nothing of their holder.
+func (o observation) staleFor(now time.Time, d time.Duration) bool {
+	return !now.Before(o.seenAt.Add(d))
+}
+
 // holder is the Lease's holderIdentity, "" when released.
 func (o observation) holder() string {
 	if h := o.lease.Spec.HolderIdentity; h != nil {

@@ -87,7 +87,7 @@ func run(m *testing.M) (int, error) {
 // a Courier restarted with those flags (and restarted without them after);
 // then the scale benchmark for each N, smallest first; then
 // the scale-out case on the largest N's Clusters, and kubectl courier
-// status on them.
+// status on them; last what replicas cost the upstream at rest.
 func TestBench(t *testing.T) {
 	t.Run("memory", testMemory)
 	t.Run("fieldcopy-memory", testFieldCopyMemory)
@@ -106,4 +106,5 @@ func TestBench(t *testing.T) {
 		n := ns[len(ns)-1]
 		t.Run(fmt.Sprintf("plugin-status-%d", n), func(t *testing.T) { testPluginStatus(t, n) })
 	}
+	t.Run("rest", testRest)
 }

@@ -74,7 +74,9 @@ type report struct {
 	scaleOut []scaleOutResult
 	// pluginStatus is kubectl courier status (pluginstatus_test.go).
 	pluginStatus []pluginStatusResult
-	notes        []string
+	// rest is the at-rest case (rest_test.go).
+	rest  []restResult
+	notes []string
 }
 
 func (r *report) addScale(rows ...scaleRow) {
@@ -146,6 +148,9 @@ func (r *report) print(w io.Writer) {
 	}
 	if len(r.pluginStatus) > 0 {
 		printPluginStatus(w, r.pluginStatus)
+	}
+	if len(r.rest) > 0 {
+		printRest(w, r.rest)
 	}
 	if len(r.notes) > 0 {
 		fmt.Fprintln(w, "notes:")

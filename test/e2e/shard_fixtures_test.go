@@ -346,3 +346,50 @@ func deliveredByColumn(t *testing.T) map[string]string {
 	}
 	return out
 }
+
+// metric reads one series (name with its labels, as /metrics writes it)
+// from replica c; -1 when c does not serve it.
+func metric(t *testing.T, c *localenv.Courier, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(scrapeFrom(t, c))
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+const (
+	wholePasses = `courier_cluster_passes_total{scope="whole"}`
+	queueDepth  = `workqueue_depth{name="courier_clusters"}`
+	queueBusy   = `workqueue_unfinished_work_seconds{name="courier_clusters"}`
+)
+
+// wholePassCounts returns each replica's whole passes so far, by name.
+func wholePassCounts(t *testing.T, replicas ...*localenv.Courier) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range replicas {
+		out[r.Name()] = max(metric(t, r, wholePasses), 0)
+	}
+	return out
+}
+
+// waitPassesRan waits until each replica made at least want[name] whole
+// passes more than base[name] (a replica started since counts from 0) and
+// its Cluster queue is drained: nothing queued, nothing in a pass. The
+// passes the hand-overs queued have then run, so a check that they wrote
+// nothing follows passes that could have.
+func waitPassesRan(t *testing.T, replicas []*localenv.Courier, base, want map[string]float64) {
+	t.Helper()
+	eventually(t, "the passes queued by the hand-overs ran", func() (bool, string) {
+		var msg []string
+		ok := true
+		for _, r := range replicas {
+			passes, depth, busy := metric(t, r, wholePasses)-base[r.Name()], metric(t, r, queueDepth), metric(t, r, queueBusy)
+			ok = ok && passes >= want[r.Name()] && depth == 0 && busy == 0
+			msg = append(msg, fmt.Sprintf("%s: %v whole passes (want %v), queue %v, in a pass for %vs", r.Name(), passes, want[r.Name()], depth, busy))
+		}
+		return ok, strings.Join(msg, "; ")
+	})
+	t.Logf("passes after the hand-overs: %v", wholePassCounts(t, replicas...))
+}

@@ -223,8 +223,14 @@ func (f *shardFleet) rollingRestart(t *testing.T) {
 		}
 	}
 	waitSettled(t, f.replicas...)
-	time.Sleep(2 * shardLease) // passes queued by the hand-overs run
+	// Every replica is a new process: each passed over the Clusters it
+	// holds now at least once.
 	own := owners(t)
+	want := map[string]float64{}
+	for _, o := range own {
+		want[o]++
+	}
+	waitPassesRan(t, f.replicas, map[string]float64{}, want)
 	for _, c := range f.replicas {
 		if stale, _ := staleRows(t, c, rvs, own); len(stale) > 0 {
 			t.Errorf("after the rolling restart settled, %s shows rows not Synced from the current versions: %s", c.Name(), strings.Join(stale, "; "))

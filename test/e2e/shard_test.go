@@ -109,8 +109,10 @@ func (f *shardFleet) checkOwnDelivery(t *testing.T) {
 }
 
 // killMidFanout changes both sources, SIGKILLs the holder of sc01's bucket
-// at the first new copy of its own Clusters to arrive, and checks the
-// take-over.
+// once the first of its own Clusters has both new copies, and checks that
+// the kill landed mid fan-out (some, not all, of its Clusters current),
+// the take-over, and that the Clusters written by both never saw their
+// writes overlap.
 func (f *shardFleet) killMidFanout(t *testing.T) {
 	own := owners(t)
 	var victim *localenv.Courier
@@ -123,14 +125,18 @@ func (f *shardFleet) killMidFanout(t *testing.T) {
 		}
 	}
 	before := bucketLeases(t)
-	// Killed from the watch of the first new copy of one of its own
-	// Clusters: it is writing then, unless it already finished (a fan-out
-	// of 60 copies takes about 0.1 s here); the log says which.
+	// Killed from the watch of the copy that completes the first of its
+	// own Clusters: with one copy worker it passes over one Cluster at a
+	// time, so the others are still to come.
 	var once sync.Once
 	var killed time.Time
+	arrived := map[string]int{} // by destination namespace; OnArrival calls one at a time
 	done := make(chan struct{})
 	f.w.OnArrival(func(k fleetsim.ArrivalKey) {
-		if k.Value == "r1" && own[shardIndex(k.NS)] == victim.Name() {
+		if k.Value != "r1" || own[shardIndex(k.NS)] != victim.Name() {
+			return
+		}
+		if arrived[k.NS]++; arrived[k.NS] == len(shardSources) {
 			once.Do(func() { killed = time.Now(); victim.Kill(); close(done) })
 		}
 	})
@@ -141,10 +147,14 @@ func (f *shardFleet) killMidFanout(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		t.Fatal("no new copy of the victim's Clusters arrived within a minute")
+		t.Fatal("no Cluster of the victim's got both new copies within a minute")
 	}
 	f.w.OnArrival(nil)
-	t.Logf("SIGKILLed %s %s after the change; victim's Clusters current then: %s", victim.Name(), killed.Sub(t0).Round(time.Millisecond), f.currentOf(t, own, victim.Name(), "r1"))
+	current, total := f.currentOf(t, own, victim.Name(), "r1")
+	t.Logf("SIGKILLed %s %s after the change; victim's Clusters current then: %d of %d", victim.Name(), killed.Sub(t0).Round(time.Millisecond), current, total)
+	if current == 0 || current == total {
+		t.Errorf("the kill did not land mid fan-out: %d of the victim's %d Clusters current", current, total)
+	}
 	f.converge(t, "r1", t0)
 	var after map[int]coordinationv1.Lease
 	eventually(t, "the victim's buckets with the survivors, each in a new term", func() (bool, string) {
@@ -165,7 +175,9 @@ func (f *shardFleet) killMidFanout(t *testing.T) {
 	if err := fleetsim.WaitSynced(context.Background(), f.fc, shardNS, shardClusters*len(shardSources), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	noOverlap(t, after)
+	if handedOver := noOverlap(t, after); handedOver == 0 {
+		t.Error("no Cluster was written by two replicas: the overlap check checked nothing")
+	}
 	f.replicas = survivors
 	// Back to three for the next part: the victim's Pod comes back under
 	// its name; the survivors hold its old buckets by now, and it gets its
@@ -183,9 +195,9 @@ func (f *shardFleet) killMidFanout(t *testing.T) {
 // writes (first received to last completed, by the downstream
 // kube-apiserver) never overlap, and that a writer's span after another's
 // starts after the current holder's term began (its Lease's acquireTime;
-// one host, one clock).
-func noOverlap(t *testing.T, leases map[int]coordinationv1.Lease) {
-	handedOver, minGap := 0, time.Duration(1<<62)
+// one host, one clock). It returns how many Clusters two replicas wrote.
+func noOverlap(t *testing.T, leases map[int]coordinationv1.Lease) (handedOver int) {
+	minGap := time.Duration(1 << 62)
 	defer func() {
 		if handedOver > 0 {
 			t.Logf("%d Clusters written by two replicas; shortest gap between the last write of one and the first of the next: %s", handedOver, minGap)
@@ -226,12 +238,12 @@ func noOverlap(t *testing.T, leases map[int]coordinationv1.Lease) {
 			}
 		}
 	}
+	return handedOver
 }
 
-// currentOf says how many of holder's test Clusters had both copies at
-// value, read live.
-func (f *shardFleet) currentOf(t *testing.T, own map[int]string, holder, value string) string {
-	current, total := 0, 0
+// currentOf counts holder's test Clusters and those of them whose
+// copies both hold value, read live.
+func (f *shardFleet) currentOf(t *testing.T, own map[int]string, holder, value string) (current, total int) {
 	for i, o := range own {
 		if o != holder {
 			continue
@@ -241,7 +253,7 @@ func (f *shardFleet) currentOf(t *testing.T, own map[int]string, holder, value s
 			current++
 		}
 	}
-	return fmt.Sprintf("%d of %d", current, total)
+	return current, total
 }
 
 // holdsValue reads Cluster i's copies live: both hold value.
@@ -264,13 +276,14 @@ func (f *shardFleet) holdsValue(t *testing.T, i int, value string) bool {
 // shared again: no write reaches a test Cluster meanwhile (every copy is
 // current), and every copy is still there.
 func (f *shardFleet) scaleDownAndUp(t *testing.T) {
-	before := shardWrites(t)
-	stopped := f.replicas[:2]
+	before, ownBefore := shardWrites(t), owners(t)
+	stopped, stay := f.replicas[:2], f.replicas[2]
+	base := wholePassCounts(t, stay) // the stopped ones come back as new processes, from 0
 	for _, r := range stopped {
 		r.Stop()
 	}
-	waitSettled(t, f.replicas[2])
-	t.Logf("1 replica: %s holds all %d buckets", f.replicas[2].Name(), sharding.DefaultBuckets)
+	waitSettled(t, stay)
+	t.Logf("1 replica: %s holds all %d buckets", stay.Name(), sharding.DefaultBuckets)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, r := range stopped {
@@ -280,7 +293,20 @@ func (f *shardFleet) scaleDownAndUp(t *testing.T) {
 	}
 	waitSettled(t, f.replicas...)
 	t.Logf("3 replicas again: buckets shared by rendezvous")
-	time.Sleep(2 * shardLease) // passes queued by the hand-overs run
+	// Each gained Cluster gets a whole pass: the one left passed over the
+	// others' while alone, the restarted ones over those they hold now.
+	want := map[string]float64{}
+	for _, o := range ownBefore {
+		if o != stay.Name() {
+			want[stay.Name()]++
+		}
+	}
+	for _, o := range owners(t) {
+		if o != stay.Name() {
+			want[o]++
+		}
+	}
+	waitPassesRan(t, f.replicas, base, want)
 	after := shardWrites(t)
 	for i := 1; i <= shardClusters; i++ {
 		if extra := after[i][len(before[i]):]; len(extra) != 0 {

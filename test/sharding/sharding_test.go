@@ -246,8 +246,9 @@ func stopHandsOverByRelease(t *testing.T, ctx context.Context, admin kubernetes.
 
 // cutReplicaLosesOnlyAfterExpiry cuts b off from the server. b's Owns
 // turns false within its renew deadline; a takes each of b's buckets no
-// sooner than a lease duration after b's last renewal (renewTime, written
-// by this same process's clock, so comparable here), and ends with all.
+// sooner than a lease duration after b's last renewal of its membership
+// Lease (renewTime, written by this same process's clock, so comparable
+// here), and ends with all.
 func cutReplicaLosesOnlyAfterExpiry(t *testing.T, ctx context.Context, admin kubernetes.Interface, rec *terms, a, b *replica) {
 	b.net.cut.Store(true)
 	cut := time.Now()
@@ -258,10 +259,15 @@ func cutReplicaLosesOnlyAfterExpiry(t *testing.T, ctx context.Context, admin kub
 	if err != nil {
 		t.Fatal(err)
 	}
+	// b's buckets' terms run on its membership renewals alone.
+	member, err := admin.CoordinationV1().Leases(namespace).Get(ctx, sharding.MemberLeasePrefix+b.id, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lastRenewal := map[int]time.Time{}
 	for n, l := range leases {
 		if ptrString(l.Spec.HolderIdentity) == b.id {
-			lastRenewal[n] = l.Spec.RenewTime.Time
+			lastRenewal[n] = member.Spec.RenewTime.Time
 		}
 	}
 	if len(lastRenewal) == 0 {

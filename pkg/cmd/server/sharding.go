@@ -62,7 +62,7 @@ func (s *ShardOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.RenewDeadline, "shard-renew-deadline", s.RenewDeadline,
 		"How long after its last successful renewal a replica still writes for a bucket. Less than --shard-lease-duration; each downstream write is bounded by half the difference.")
 	fs.DurationVar(&s.RenewPeriod, "shard-renew-period", s.RenewPeriod,
-		"How often a replica renews its membership and bucket Leases.")
+		"How often a replica renews its membership Lease (bucket Leases are written on hand-over only).")
 	fs.DurationVar(&s.RetryPeriod, "shard-retry-period", s.RetryPeriod,
 		"How often a replica looks at membership and buckets, and retries a failed renewal.")
 }
