@@ -30,10 +30,11 @@ type Backoff struct {
 	MaxRetryAfter time.Duration
 }
 
-// DefaultBackoff is courier-agent's: 1 s doubling to 2 minutes (the
-// reflector's own backoff on errors reaches 30 to 60 s), half again at
-// most as jitter, and a Retry-After of up to 10 minutes honoured.
-var DefaultBackoff = Backoff{Initial: time.Second, Max: 2 * time.Minute, Jitter: 0.5, MaxRetryAfter: 10 * time.Minute}
+// DefaultBackoff is courier-agent's: 1 s doubling to 30 s, as the
+// reflector's own backoff on errors (a longer one would delay the agents'
+// return after Courier or the upstream comes back), half again at most as
+// jitter, and a Retry-After of up to 10 minutes honoured.
+var DefaultBackoff = Backoff{Initial: time.Second, Max: 30 * time.Second, Jitter: 0.5, MaxRetryAfter: 10 * time.Minute}
 
 // Delay returns the wait after failures failures in a row (at least 1),
 // the last answered with retryAfter (0: none), for a random sample in
