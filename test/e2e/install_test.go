@@ -93,6 +93,13 @@ func TestHelmLint(t *testing.T) {
 			t.Errorf("want an error naming servingCert.caBundle, got err=%v:\n%s", err, out)
 		}
 	})
+	t.Run("agents' flow control without subjects is refused", func(t *testing.T) {
+		out, err := helmErr(t, "template", "courier", chartDir, "-n", installNamespace,
+			"--set", "agentFlowControl.groups=null", "--set", "agentFlowControl.serviceAccountNamespaces=null")
+		if err == nil || !strings.Contains(out, "agentFlowControl") {
+			t.Errorf("want an error naming agentFlowControl, got err=%v:\n%s", err, out)
+		}
+	})
 	t.Run("two replicas without leader election are refused", func(t *testing.T) {
 		out, err := helmErr(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "leaderElection.enabled=false")
 		if err == nil || !strings.Contains(out, "leaderElection.enabled") {
