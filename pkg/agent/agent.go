@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/agent/payload"
 	"github.com/courier-dev/courier/pkg/agent/report"
+	"github.com/courier-dev/courier/pkg/agent/retry"
 	"github.com/courier-dev/courier/pkg/agent/rows"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
@@ -61,6 +63,13 @@ type Config struct {
 	UpstreamID string
 	// Workers is the engine's; one cluster needs one.
 	Workers int
+	// InitialJitter spreads the first connections of agents started
+	// together: Run waits a random part of it before its first request.
+	InitialJitter time.Duration
+	// Backoff paces the requests upstream after a failure: at least the
+	// answer's Retry-After plus jitter, or exponentially with jitter
+	// (package retry). Zero means retry.DefaultBackoff.
+	Backoff retry.Backoff
 }
 
 // completedConfig is a Config with defaults and clients.
@@ -95,10 +104,16 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if c.Workers <= 0 {
 		c.Workers = 1
 	}
+	if c.Backoff == (retry.Backoff{}) {
+		c.Backoff = retry.DefaultBackoff
+	}
 	up := rest.CopyConfig(c.Upstream)
 	if up.UserAgent == "" {
 		up.UserAgent = "courier-agent"
 	}
+	// One Gate for every request upstream (the watch, payloads, reports):
+	// a Retry-After holds them all back.
+	up.Wrap(retry.NewGate(c.Backoff).Wrap)
 	watch, err := versioned.NewForConfig(up)
 	if err != nil {
 		return CompletedConfig{}, err
@@ -151,6 +166,9 @@ func (a *Agent) Ready() bool { return a.ready.Load() }
 // until then nothing is written and nothing is removed.
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if !a.spread(ctx) {
+		return ctx.Err()
+	}
 	a.rows.Start(ctx)
 	if !a.rows.WaitForSync(ctx) {
 		return ctx.Err()
@@ -220,6 +238,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	<-engineDone
 	logger.Info("Copy engine stopped")
 	return nil
+}
+
+// spread waits a random part of InitialJitter before the agent's first
+// request upstream, so that agents started in the same instant do not all
+// list in it. It reports false if ctx ended first.
+func (a *Agent) spread(ctx context.Context) bool {
+	d := retry.InitialDelay(a.cfg.InitialJitter, rand.Float64())
+	if d <= 0 {
+		return true
+	}
+	klog.FromContext(ctx).V(2).Info("Waiting before the first request upstream (--initial-jitter)", "wait", d)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 // upstreamID returns --upstream-id, or the courier.dev/upstream of the

@@ -93,6 +93,13 @@ func TestHelmLint(t *testing.T) {
 			t.Errorf("want an error naming servingCert.caBundle, got err=%v:\n%s", err, out)
 		}
 	})
+	t.Run("agents' flow control without subjects is refused", func(t *testing.T) {
+		out, err := helmErr(t, "template", "courier", chartDir, "-n", installNamespace,
+			"--set", "agentFlowControl.groups=null", "--set", "agentFlowControl.serviceAccountNamespaces=null")
+		if err == nil || !strings.Contains(out, "agentFlowControl") {
+			t.Errorf("want an error naming agentFlowControl, got err=%v:\n%s", err, out)
+		}
+	})
 	t.Run("two replicas without leader election are refused", func(t *testing.T) {
 		out, err := helmErr(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "leaderElection.enabled=false")
 		if err == nil || !strings.Contains(out, "leaderElection.enabled") {
@@ -314,51 +321,6 @@ func TestInstallManifestsApplyServerSide(t *testing.T) {
 // TestInstallDeploymentFlagsKnown checks that every flag the Deployment
 // passes is one the Courier binary under test accepts: an unknown flag
 // would crash-loop every pod.
-// TestAgentFlowSchemaAppliesServerSide checks the optional FlowSchema for
-// many pulled agents (artifacts/flowcontrol, docs/pull.md) against the real
-// kube-apiserver: it validates, names the exempt priority level, and
-// matches only the status updates of the agents' group.
-func TestAgentFlowSchemaAppliesServerSide(t *testing.T) {
-	got := kubectl(t, "apply", "--dry-run=server", "-o", "yaml", "-f", filepath.Join(repoRoot, "artifacts", "flowcontrol"))
-	objs := decodeAll(t, got)
-	if len(objs) != 1 {
-		t.Fatalf("artifacts/flowcontrol: %d objects, want the one FlowSchema:\n%s", len(objs), got)
-	}
-	fs := find(t, objs, "FlowSchema", "courier-agents-status")
-	level, _, _ := unstructured.NestedString(fs.Object, "spec", "priorityLevelConfiguration", "name")
-	rules, _, _ := unstructured.NestedSlice(fs.Object, "spec", "rules")
-	if level != "exempt" || len(rules) != 1 {
-		t.Fatalf("FlowSchema courier-agents-status: level %q, %d rules; want exempt and one rule:\n%s", level, len(rules), got)
-	}
-	rule := rules[0].(map[string]any)
-	subjects, _, _ := unstructured.NestedSlice(rule, "subjects")
-	resources, _, _ := unstructured.NestedSlice(rule, "resourceRules")
-	if len(subjects) != 1 || len(resources) != 1 || rule["nonResourceRules"] != nil {
-		t.Fatalf("FlowSchema courier-agents-status matches more than the agents' status updates:\n%s", got)
-	}
-	group, _, _ := unstructured.NestedString(subjects[0].(map[string]any), "group", "name")
-	verbs, _, _ := unstructured.NestedStringSlice(resources[0].(map[string]any), "verbs")
-	res, _, _ := unstructured.NestedStringSlice(resources[0].(map[string]any), "resources")
-	if group != "courier:agents" || !reflect.DeepEqual(verbs, []string{"update"}) || !reflect.DeepEqual(res, []string{"downstreamcopies/status"}) {
-		t.Errorf("FlowSchema courier-agents-status: group %q, verbs %v, resources %v; want courier:agents, [update], [downstreamcopies/status]", group, verbs, res)
-	}
-	// The chart renders the same FlowSchema when asked to (off by default).
-	chart := decodeAll(t, helm(t, "template", "courier", chartDir, "-n", installNamespace, "--set", "agentFlowSchema.enabled=true"))
-	data, err := os.ReadFile(filepath.Join(repoRoot, "artifacts", "flowcontrol", "flowschema-agents.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := find(t, decodeAll(t, string(data)), "FlowSchema", "courier-agents-status").Object["spec"]
-	if got := find(t, chart, "FlowSchema", "courier-agents-status").Object["spec"]; !reflect.DeepEqual(got, want) {
-		t.Errorf("the chart's FlowSchema spec\n  %v\nthe manifest's\n  %v", got, want)
-	}
-	for _, o := range decodeAll(t, helm(t, "template", "courier", chartDir, "-n", installNamespace)) {
-		if o.GetKind() == "FlowSchema" {
-			t.Errorf("the chart renders FlowSchema %s by default; it is opt-in (agentFlowSchema.enabled)", o.GetName())
-		}
-	}
-}
-
 func TestInstallDeploymentFlagsKnown(t *testing.T) {
 	binary := os.Getenv("COURIER_BINARY")
 	if binary == "" {
@@ -423,7 +385,7 @@ func servingCertSecretManifest(t *testing.T) string {
 func plainManifestFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, pattern := range []string{"artifacts/*.yaml", "artifacts/rbac/*.yaml", "artifacts/crds/*.yaml", "artifacts/admission/*.yaml"} {
+	for _, pattern := range []string{"artifacts/*.yaml", "artifacts/rbac/*.yaml", "artifacts/crds/*.yaml", "artifacts/admission/*.yaml", "artifacts/flowcontrol/*.yaml"} {
 		m, err := filepath.Glob(filepath.Join(repoRoot, pattern))
 		if err != nil {
 			t.Fatal(err)

@@ -181,7 +181,8 @@ func TestArtifactsApplyServerSide(t *testing.T) {
 	}
 	out := kubectl(t, args...)
 	for _, want := range []string{"apiservice.apiregistration.k8s.io/v1alpha1.courier.dev", "clusterrole.rbac.authorization.k8s.io/courier:aggregate-to-view", "helmop.fleet.cattle.io/example",
-		"deployment.apps/courier", "poddisruptionbudget.policy/courier", "role.rbac.authorization.k8s.io/courier:leader-election"} {
+		"deployment.apps/courier", "poddisruptionbudget.policy/courier", "role.rbac.authorization.k8s.io/courier:leader-election",
+		"prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/courier-agents", "flowschema.flowcontrol.apiserver.k8s.io/courier-agents"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl apply --dry-run=server output lacks %s:\n%s", want, out)
 		}

@@ -85,6 +85,31 @@ spec:
 			"-o", "jsonpath={.items[*].status.phase}")
 		return phases == "Synced Synced", phases + "; rows: " + c.lenvRows()
 	})
+	c.checkAgentFlowControl(t)
+}
+
+// checkAgentFlowControl checks that the server chart, installed with its
+// defaults, put the agent's requests in their own priority level
+// (docs/pull.md): the upstream has dispatched requests of the FlowSchema
+// courier-agents in the Limited level courier-agents, which the agent's
+// list, watch, payload reads and reports are.
+func (c *nodeCluster) checkAgentFlowControl(t *testing.T) {
+	t.Helper()
+	typ := c.kubectl(t, c.up, "get", "prioritylevelconfiguration", "courier-agents", "-o", "jsonpath={.spec.type}")
+	level := c.kubectl(t, c.up, "get", "flowschema", "courier-agents", "-o", "jsonpath={.spec.priorityLevelConfiguration.name}/{.spec.distinguisherMethod.type}")
+	if typ != "Limited" || level != "courier-agents/ByUser" {
+		t.Fatalf("the chart's flow control: level type %q, FlowSchema %q; want Limited and courier-agents/ByUser", typ, level)
+	}
+	series := `apiserver_flowcontrol_dispatched_requests_total{flow_schema="courier-agents",priority_level="courier-agents"}`
+	eventually(t, time.Minute, "the agent's requests dispatched in courier-agents", func() (bool, string) {
+		for _, line := range strings.Split(c.kubectl(t, c.up, "get", "--raw", "/metrics"), "\n") {
+			if strings.HasPrefix(line, series+" ") && strings.TrimSpace(strings.TrimPrefix(line, series)) != "0" {
+				t.Logf("upstream: %s", line)
+				return true, ""
+			}
+		}
+		return false, "no " + series + " above 0 on the upstream's /metrics"
+	})
 }
 
 // writeTokenKubeconfig writes the agent's upstream kubeconfig as

@@ -41,10 +41,13 @@ type Options struct {
 	// identity.
 	UpstreamKubeconfig string
 	// Kubeconfig reaches the local cluster; empty means in-cluster.
-	Kubeconfig             string
-	AgentNamespace         string
-	RequireServiceAccount  bool
-	ReportInterval         time.Duration
+	Kubeconfig            string
+	AgentNamespace        string
+	RequireServiceAccount bool
+	ReportInterval        time.Duration
+	// InitialJitter spreads the first connections of agents started
+	// together over this window.
+	InitialJitter          time.Duration
 	UpstreamID             string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
@@ -67,6 +70,7 @@ func NewOptions() *Options {
 	return &Options{
 		AgentNamespace:         fleet.SystemNamespace,
 		ReportInterval:         30 * time.Second,
+		InitialJitter:          5 * time.Second,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		LeaderElection:         le,
@@ -89,6 +93,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Refuse to copy for a HelmOp that names no ServiceAccount when fleet-default does not exist in the agent namespace, instead of writing with the agent's own identity.")
 	fs.DurationVar(&o.ReportInterval, "report-interval", o.ReportInterval,
 		"Report every row's status at least this often (the agent's heartbeat); Courier shows the rows Unreachable after three intervals without a report.")
+	fs.DurationVar(&o.InitialJitter, "initial-jitter", o.InitialJitter,
+		"Wait a random time up to this long before the first request to the management cluster, so that agents started together spread their first connections; 0 turns it off.")
 	fs.StringVar(&o.UpstreamID, "upstream-id", o.UpstreamID,
 		"Id of the management cluster in the copies' owner labels. Default: learned from the first payload (the courier.dev/upstream Courier writes).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve /metrics on; 0 turns it off.")
@@ -130,6 +136,9 @@ func (o *Options) Validate() error {
 	if o.ReportInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--report-interval must be at least 1s, got %s", o.ReportInterval))
 	}
+	if o.InitialJitter < 0 {
+		errs = append(errs, fmt.Errorf("--initial-jitter must not be negative, got %s", o.InitialJitter))
+	}
 	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
 	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
@@ -166,6 +175,7 @@ func (o *Options) Config() (agent.Config, error) {
 		AgentNamespace:        o.AgentNamespace,
 		RequireServiceAccount: o.RequireServiceAccount,
 		ReportInterval:        o.ReportInterval,
+		InitialJitter:         o.InitialJitter,
 		UpstreamID:            o.UpstreamID,
 	}, nil
 }
