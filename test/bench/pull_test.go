@@ -27,7 +27,7 @@ import (
 func agentUser(cluster string) string { return "agent-" + cluster }
 
 // agentGroup is the group every simulated agent's identity is in: the
-// group artifacts/flowcontrol/flowschema-agents.yaml matches, as docs/pull.md
+// group artifacts/flowcontrol/agents.yaml matches, as docs/pull.md
 // recommends for many agents.
 const agentGroup = "courier:agents"
 
@@ -37,27 +37,52 @@ func asAgent(req *rest.Request, user string) *rest.Request {
 	return req.SetHeader("Impersonate-User", user).SetHeader("Impersonate-Group", agentGroup)
 }
 
-// applyAgentFlowSchema creates the optional FlowSchema of
-// artifacts/flowcontrol (the install docs/pull.md recommends for many
-// agents) unless COURIER_BENCH_PULL_FLOWSCHEMA=0, and returns whether it
-// did and how to remove it.
+// applyAgentFlowSchema creates the flow control of
+// artifacts/flowcontrol/agents.yaml (the agents' own Limited priority
+// level and the FlowSchema that puts their requests there, as the server
+// chart installs them) unless COURIER_BENCH_PULL_FLOWSCHEMA=0, and
+// returns whether it did and how to remove them.
 func applyAgentFlowSchema(t *testing.T, ctx context.Context, up kubernetes.Interface) (bool, func()) {
 	t.Helper()
 	if os.Getenv("COURIER_BENCH_PULL_FLOWSCHEMA") == "0" {
 		return false, func() {}
 	}
-	data, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "flowcontrol", "flowschema-agents.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "artifacts", "flowcontrol", "agents.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := &flowcontrolv1.FlowSchema{}
-	if err := yaml.UnmarshalStrict(data, fs); err != nil {
-		t.Fatalf("artifacts/flowcontrol/flowschema-agents.yaml: %v", err)
+	var level *flowcontrolv1.PriorityLevelConfiguration
+	var schema *flowcontrolv1.FlowSchema
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("artifacts/flowcontrol/agents.yaml: %v", err)
+		}
+		switch meta.Kind {
+		case "PriorityLevelConfiguration":
+			level = &flowcontrolv1.PriorityLevelConfiguration{}
+			err = yaml.UnmarshalStrict([]byte(doc), level)
+		case "FlowSchema":
+			schema = &flowcontrolv1.FlowSchema{}
+			err = yaml.UnmarshalStrict([]byte(doc), schema)
+		}
+		if err != nil {
+			t.Fatalf("artifacts/flowcontrol/agents.yaml: %v", err)
+		}
 	}
-	if _, err := up.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil {
+	if level == nil || schema == nil {
+		t.Fatal("artifacts/flowcontrol/agents.yaml: want a PriorityLevelConfiguration and a FlowSchema")
+	}
+	if _, err := up.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, level, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return true, func() { _ = up.FlowcontrolV1().FlowSchemas().Delete(ctx, fs.Name, metav1.DeleteOptions{}) }
+	if _, err := up.FlowcontrolV1().FlowSchemas().Create(ctx, schema, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return true, func() {
+		_ = up.FlowcontrolV1().FlowSchemas().Delete(ctx, schema.Name, metav1.DeleteOptions{})
+		_ = up.FlowcontrolV1().PriorityLevelConfigurations().Delete(ctx, level.Name, metav1.DeleteOptions{})
+	}
 }
 
 // bindAgents binds the ClusterRole courier:agent in ws to the agents'

@@ -554,9 +554,9 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func printPull(w io.Writer, rows []pullResult) {
 	for _, p := range rows {
 		n := p.agents
-		fs := "without artifacts/flowcontrol's FlowSchema (COURIER_BENCH_PULL_FLOWSCHEMA=0)"
+		fs := "without artifacts/flowcontrol's flow control (COURIER_BENCH_PULL_FLOWSCHEMA=0)"
 		if p.flowSchema {
-			fs = "with artifacts/flowcontrol's FlowSchema upstream (status updates of group " + agentGroup + " exempt from queuing)"
+			fs = "with artifacts/flowcontrol's flow control upstream (group " + agentGroup + " in the Limited level courier-agents, one flow per user)"
 		}
 		fmt.Fprintf(w, "pull: %d agents, each its own user through Courier's agent authorizer, one filtered watch each; %d Courier replica(s); %s; agents decode their events %s\n",
 			n, p.replicas, fs, decodeDescription(p.decode))
