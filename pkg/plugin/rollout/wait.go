@@ -41,6 +41,9 @@ type Options struct {
 	Tick time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// RestartPause is the pause between a watch that ended and the next
+	// GET (restartPause when 0).
+	RestartPause time.Duration
 }
 
 // Progress is told every summary the wait sees, and once at the end.
@@ -76,6 +79,9 @@ func Wait(ctx context.Context, src Summaries, namespace string, owner load.Owner
 	}
 	if o.Tick <= 0 {
 		o.Tick = time.Second
+	}
+	if o.RestartPause <= 0 {
+		o.RestartPause = restartPause
 	}
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -125,7 +131,7 @@ func (w *waiter) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return w.timedOut()
-		case <-time.After(restartPause):
+		case <-time.After(w.o.RestartPause):
 		}
 	}
 }

@@ -133,7 +133,7 @@ func TestWaitNeverReadyWithoutCondition(t *testing.T) {
 	noCond.Status.Conditions = nil
 	f := &summaries{gets: []*v1alpha1.DownstreamCopySummary{summary(2, 2, "SourceChanged", metav1.ConditionFalse), noCond},
 		watches: [][]*v1alpha1.DownstreamCopySummary{nil}}
-	err := Wait(context.Background(), f, "fleet-default", owner, Options{Timeout: 200 * time.Millisecond, FailAfter: time.Minute, Tick: 10 * time.Millisecond}, &Lines{Out: &strings.Builder{}, Owner: owner})
+	err := Wait(context.Background(), f, "fleet-default", owner, Options{Timeout: 200 * time.Millisecond, FailAfter: time.Minute, Tick: 10 * time.Millisecond, RestartPause: time.Millisecond}, &Lines{Out: &strings.Builder{}, Owner: owner})
 	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "timed out after 200ms") {
 		t.Fatalf("err = %v", err)
 	}
