@@ -214,9 +214,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		Workers:               a.cfg.Workers,
 		AgentNamespace:        a.cfg.AgentNamespace,
 		RequireServiceAccount: a.cfg.RequireServiceAccount,
-		// A copy kept with keepResources whose row the server made Denied
-		// is removed all the same.
-		Denied: a.rows.Denied,
 	})
 	reporter := report.New(a.cfg.requests.CourierV1alpha1(), a.cfg.ReportInterval, a.rows, eng, pending)
 	// The local copies are listed first, so that a restart finds the

@@ -124,10 +124,13 @@ func ObjectName(cluster types.NamespacedName) string {
 }
 
 // knownPhases are the phases a report may carry: those of docs/design.md#the-downstreamcopy-view.
+// Denied is the view's verdict alone; an agent reports it only with its
+// note on a row the view made Denied (its kept copy removed, or Fleet's
+// copy found), and the view shows such a record on no other row.
 var knownPhases = []courier.CopyPhase{
 	courier.CopyPhasePending, courier.CopyPhaseSynced, courier.CopyPhaseSourceMissing,
 	courier.CopyPhaseForbidden, courier.CopyPhaseConflict, courier.CopyPhaseUnreachable,
-	courier.CopyPhaseInvalid, courier.CopyPhaseDeleting, courier.CopyPhaseKept,
+	courier.CopyPhaseInvalid, courier.CopyPhaseDeleting, courier.CopyPhaseKept, courier.CopyPhaseDenied,
 }
 
 // FromStatusUpdate reads a status update an agent sent for a row: the

@@ -292,6 +292,12 @@ func (s *Store) Record(ctx context.Context, cluster types.NamespacedName, row st
 	}
 }
 
+// Holds reports whether the Cluster's report upstream (as the informer
+// has it) already says of row what e says.
+func (s *Store) Holds(cluster types.NamespacedName, row string, e Entry) bool {
+	return s.current(cluster, row, e)
+}
+
 // current reports whether the report upstream (as the informer has it)
 // already holds what e says of row.
 func (s *Store) current(cluster types.NamespacedName, row string, e Entry) bool {

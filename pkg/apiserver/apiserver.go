@@ -69,6 +69,8 @@ type PayloadConfig struct {
 	// Reports keeps what agents report to downstreamcopies/<row>/status;
 	// Agents decides who may.
 	Reports downstreamcopy.Reporter
+	// Notes is told an agent's new note on a Denied row (nil: nobody).
+	Notes downstreamcopy.DeniedNotes
 }
 
 // Config is the configuration of a Courier API server.
@@ -130,7 +132,7 @@ func (c completedConfig) New() (*CourierServer, error) {
 	info.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = map[string]rest.Storage{
 		"downstreamcopies":         rows,
 		"downstreamcopies/payload": downstreamcopy.NewPayloadREST(c.ExtraConfig.DownstreamCopies, p.Sources, p.Agents, p.UpstreamID, p.Exports),
-		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports),
+		"downstreamcopies/status":  downstreamcopy.NewStatusREST(c.ExtraConfig.DownstreamCopies, p.Agents, p.Reports, p.Notes),
 		"fieldcopies":              fieldcopy.NewREST(c.ExtraConfig.FieldCopies),
 		"downstreamcopysummaries":  downstreamcopysummary.NewREST(c.ExtraConfig.Summaries.Store, c.ExtraConfig.Summaries.Sources, c.ExtraConfig.Summaries.Syncer),
 	}

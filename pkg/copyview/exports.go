@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -16,9 +17,11 @@ import (
 // (docs/design.md#export-safety), from its metadata, its type, whether
 // its data holds a kubeconfig with credentials (read once per version,
 // only the answer kept) and the Clusters that name it as their
-// kubeconfig: such a row is Denied, labelled not delivered
-// (courier.LabelDeliver), and handed to no engine, so a copy made before
-// is a leftover the engine removes (or keeps, with keepResources). Every
+// kubeconfig: such a row is Denied and labelled not delivered
+// (courier.LabelDeliver). Its deliverer is handed it all the same: it
+// writes nothing for it, removes a copy made before, even one written
+// with keepResources, and looks for Fleet's own copy of the source, and
+// the row shows what it found after the view's message. Every
 // read of a source for copying applies the same rule again
 // (exportpolicy.Policy.Guard), so a view that lags never lets one out.
 
@@ -95,8 +98,42 @@ func (x *exportCheck) denied() []exportpolicy.Verdict {
 // deny makes row a Denied row: its copy is not delivered.
 func deny(row *courier.DownstreamCopy, v exportpolicy.Verdict) {
 	row.Labels[courier.LabelDeliver] = "false"
-	row.Status = status(courier.CopyPhaseDenied, fmt.Sprintf(
-		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed, also one written with keepResources", v.Message, row.Spec.Cluster))
+	row.Status = deniedStatus(row.Spec.Cluster, v)
+}
+
+// deniedStatus is the view's status of a Denied row for cluster.
+func deniedStatus(cluster string, v exportpolicy.Verdict) courier.DownstreamCopyStatus {
+	return status(courier.CopyPhaseDenied, fmt.Sprintf(
+		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed, also one written with keepResources", v.Message, cluster))
+}
+
+// restatedDenied returns a new row for the Denied row stored: its base
+// status computed again from its source's verdict, for its deliverer's
+// new note. ok is false when the source is gone, changed, or no longer
+// denied: a full sync then computes the row.
+func (c *Controller) restatedDenied(stored *courier.DownstreamCopy) (*courier.DownstreamCopy, bool) {
+	lister := c.inputs.Secrets
+	if stored.Spec.Source.Kind == "ConfigMap" {
+		lister = c.inputs.ConfigMaps
+	}
+	if lister == nil {
+		return nil, false
+	}
+	obj, err := lister.ByNamespace(stored.Namespace).Get(stored.Spec.Source.Name)
+	if err != nil {
+		return nil, false
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil || m.GetResourceVersion() != stored.Spec.Source.ResourceVersion {
+		return nil, false
+	}
+	v, err := sourceVerdict(context.Background(), c.inputs, stored.Spec.Source.Kind, m)
+	if err != nil || !v.Denied() {
+		return nil, false
+	}
+	r := *stored // the spec is values; the metadata stays the store's, unchanged
+	r.Status = deniedStatus(r.Spec.Cluster, v)
+	return &r, true
 }
 
 // deniedSource is the Problem of a denied source: its message is the
@@ -106,21 +143,3 @@ type deniedSource struct{ message string }
 func (d deniedSource) Error() string { return d.message }
 
 func deniedProblem(message string) error { return deniedSource{message: message} }
-
-// delivered returns the rows whose copies are delivered (the rows handed
-// to the engine): all but the Denied ones. It returns rows itself when
-// none is Denied.
-func delivered(rows []*courier.DownstreamCopy) []*courier.DownstreamCopy {
-	for i, r := range rows {
-		if !courier.Delivered(r.Labels) {
-			out := append([]*courier.DownstreamCopy{}, rows[:i]...)
-			for _, r := range rows[i+1:] {
-				if courier.Delivered(r.Labels) {
-					out = append(out, r)
-				}
-			}
-			return out
-		}
-	}
-	return rows
-}

@@ -103,7 +103,7 @@ func phases(f *fixture) map[string]string {
 	return out
 }
 
-func TestDeniedSourcesAreNotHandedToTheEngine(t *testing.T) {
+func TestDeniedSourcesAreNotWritten(t *testing.T) {
 	f, st, recorder := exportFixture(t, true)
 	want := map[string]string{
 		"app.c1.secret.creds":         "Pending deliver=true",
@@ -118,8 +118,8 @@ func TestDeniedSourcesAreNotHandedToTheEngine(t *testing.T) {
 	if got := phases(f); !reflect.DeepEqual(got, want) {
 		t.Fatalf("rows:\n got %v\nwant %v", got, want)
 	}
-	// The other entries of the HelmOp are unaffected: only they reach the
-	// engine.
+	// The other entries of the HelmOp are unaffected: only they are
+	// delivered.
 	wantDesired := []string{"app.c1.configmap.settings", "app.c1.secret.creds", "app.c2.configmap.settings", "app.c2.secret.creds"}
 	if got := f.engine.desiredOf(appOp); !reflect.DeepEqual(got, wantDesired) {
 		t.Errorf("engine was handed %v, want %v", got, wantDesired)

@@ -57,12 +57,16 @@ func (f *fakeEngine) SetDesired(op types.NamespacedName, rows []*courier.Downstr
 	f.calls = append(f.calls, fmt.Sprintf("set %s %d", op, len(rows)))
 	var names []string
 	for _, r := range rows {
-		names = append(names, r.Name)
+		if courier.Delivered(r.Labels) {
+			names = append(names, r.Name)
+		}
 	}
 	f.desired[op] = names
 }
 
-// desiredOf returns the row names op was last handed over with.
+// desiredOf returns the names of the delivered rows op was last handed
+// over with: the copies the engine writes (a Denied row is handed over
+// too, for the engine to remove its copy, and is not among them).
 func (f *fakeEngine) desiredOf(op types.NamespacedName) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

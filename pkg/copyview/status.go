@@ -2,6 +2,7 @@ package copyview
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +58,7 @@ const (
 	hasRecord             // it has a record of the row
 	noRecord              // it has none
 	recordOfCopy          // its record names a copy made (a synced resourceVersion)
+	recordNote            // its record is Denied with a note: what it found of a denied source downstream
 )
 
 // shows is what the composed status shows.
@@ -65,6 +67,7 @@ type shows int
 const (
 	showBase        shows = iota // the base as it is
 	showBaseAndCopy              // the base, saying the copy made earlier stays (synced RV and time from the record)
+	showBaseAndNote              // the base, followed by the record's note
 	showRecord                   // the deliverer's record
 	showAwaited                  // Pending, naming the agent waited for and since when
 	showUnreachable              // Unreachable, saying when the agent was last heard (the record's synced RV and time kept)
@@ -84,6 +87,9 @@ var precedence = []precedenceRule{
 	// The view's verdicts on the spec, and leftover copies: no deliverer
 	// changes them.
 	{courier.CopyPhaseInvalid, anyDeliverer, recordAny, showBase},
+	// A Denied row says what its deliverer found downstream: its kept copy
+	// removed, or Fleet's own copy there (docs/design.md#export-safety).
+	{courier.CopyPhaseDenied, anyDeliverer, recordNote, showBaseAndNote},
 	{courier.CopyPhaseDenied, anyDeliverer, recordAny, showBase},
 	{courier.CopyPhaseKept, anyDeliverer, recordAny, showBase},
 	{courier.CopyPhaseDeleting, anyDeliverer, recordAny, showBase},
@@ -158,6 +164,8 @@ func (r precedenceRule) matches(base courier.CopyPhase, d delivery) bool {
 		return d.record == nil
 	case recordOfCopy:
 		return d.record != nil && d.record.SyncedResourceVersion != ""
+	case recordNote:
+		return d.record != nil && d.record.Phase == courier.CopyPhaseDenied && d.record.Message != ""
 	}
 	return true
 }
@@ -176,6 +184,12 @@ func ruleFor(base courier.CopyPhase, d delivery) int {
 // compose returns a row's status from its base, the Cluster it is for and
 // what its deliverer says (see precedence).
 func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) courier.DownstreamCopyStatus {
+	if d.record != nil && d.record.Phase == courier.CopyPhaseDenied && base.Phase != courier.CopyPhaseDenied {
+		// Denied is the view's alone: a deliverer's Denied record is its
+		// note on a Denied row, and says nothing of any other row (one the
+		// view allowed again before the deliverer forgot it).
+		d.record = nil
+	}
 	i := ruleFor(base.Phase, d)
 	if i < 0 {
 		return base
@@ -189,6 +203,11 @@ func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) cour
 			base.Message, d.record.SyncedResourceVersion, cluster))
 	case showRecord:
 		s = status(d.record.Phase, d.record.Message)
+	case showBaseAndNote:
+		if strings.HasSuffix(base.Message, "; "+d.record.Message) {
+			return base // composed before (ReportedStatus starts from the row as shown)
+		}
+		return status(base.Phase, base.Message+"; "+d.record.Message)
 	case showAwaited:
 		return status(courier.CopyPhasePending, d.agent.awaited())
 	case showUnreachable:

@@ -25,6 +25,8 @@ func deliveries() map[string]delivery {
 	engineCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &syncedAt}
 	report := copycontract.Status{Phase: courier.CopyPhaseConflict, Message: "from the agent"}
 	reportCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied by the agent", SyncedResourceVersion: "6", LastSyncTime: &syncedAt}
+	note := copycontract.Status{Phase: courier.CopyPhaseDenied, Message: "Fleet's copy is there"}
+	reportNote := copycontract.Status{Phase: courier.CopyPhaseDenied, Message: "the kept copy was removed"}
 	published := copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "from the holder"}
 	publishedCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied by the holder", SyncedResourceVersion: "5", LastSyncTime: &syncedAt}
 	agent := func(heard bool, overdue bool) *agentState {
@@ -40,6 +42,9 @@ func deliveries() map[string]delivery {
 		"engine, no record":           {},
 		"engine record":               {record: &engine},
 		"engine record of a copy":     {record: &engineCopy},
+		"engine note":                 {record: &note},
+		"agent heard, note":           {record: &reportNote, agent: agent(true, false)},
+		"replica published a note":    {record: &note, fromReplica: true},
 		"agent heard, row unreported": {agent: agent(true, false)},
 		"agent heard, report":         {record: &report, agent: agent(true, false)},
 		"agent heard, report of copy": {record: &reportCopy, agent: agent(true, false)},
@@ -82,32 +87,35 @@ func TestPrecedence(t *testing.T) {
 		syncedRV string
 	}{
 		{0, courier.CopyPhaseInvalid, "agent heard, report of copy", courier.CopyPhaseInvalid, "base Invalid", ""},
-		{1, courier.CopyPhaseDenied, "engine record of a copy", courier.CopyPhaseDenied, "base Denied", ""},
-		{2, courier.CopyPhaseKept, "engine, no record", courier.CopyPhaseKept, "base Kept", ""},
-		{3, courier.CopyPhaseDeleting, "agent silent, no entry", courier.CopyPhaseDeleting, "base Deleting", ""},
-		{4, courier.CopyPhaseSourceMissing, "engine record of a copy", courier.CopyPhaseSourceMissing,
+		{1, courier.CopyPhaseDenied, "engine note", courier.CopyPhaseDenied, "base Denied; Fleet's copy is there", ""},
+		{1, courier.CopyPhaseDenied, "agent heard, note", courier.CopyPhaseDenied, "base Denied; the kept copy was removed", ""},
+		{2, courier.CopyPhaseDenied, "engine record of a copy", courier.CopyPhaseDenied, "base Denied", ""},
+		{3, courier.CopyPhaseKept, "engine, no record", courier.CopyPhaseKept, "base Kept", ""},
+		{4, courier.CopyPhaseDeleting, "agent silent, no entry", courier.CopyPhaseDeleting, "base Deleting", ""},
+		{5, courier.CopyPhaseSourceMissing, "engine record of a copy", courier.CopyPhaseSourceMissing,
 			"base SourceMissing; the copy made from resourceVersion 7 stays in cluster c1", "7"},
-		{4, courier.CopyPhaseSourceMissing, "agent silent, entry of copy", courier.CopyPhaseSourceMissing,
+		{5, courier.CopyPhaseSourceMissing, "agent silent, entry of copy", courier.CopyPhaseSourceMissing,
 			"base SourceMissing; the copy made from resourceVersion 6 stays in cluster c1", "6"},
-		{5, courier.CopyPhaseSourceMissing, "engine record", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
-		{6, courier.CopyPhasePending, "agent silent, entry of copy", courier.CopyPhaseUnreachable, silent, "6"},
-		{6, courier.CopyPhasePending, "agent silent, no entry", courier.CopyPhaseUnreachable, silent, ""},
-		{7, courier.CopyPhasePending, "agent never heard", courier.CopyPhaseUnreachable, never, ""},
-		{8, courier.CopyPhasePending, "agent awaited", courier.CopyPhasePending, waitingFirst, ""},
-		{9, courier.CopyPhasePending, "agent heard, row unreported", courier.CopyPhasePending, waiting, ""},
-		{10, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
-		{10, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
-		{11, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
+		{6, courier.CopyPhaseSourceMissing, "engine record", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
+		{7, courier.CopyPhasePending, "agent silent, entry of copy", courier.CopyPhaseUnreachable, silent, "6"},
+		{7, courier.CopyPhasePending, "agent silent, no entry", courier.CopyPhaseUnreachable, silent, ""},
+		{8, courier.CopyPhasePending, "agent never heard", courier.CopyPhaseUnreachable, never, ""},
+		{9, courier.CopyPhasePending, "agent awaited", courier.CopyPhasePending, waitingFirst, ""},
+		{10, courier.CopyPhasePending, "agent heard, row unreported", courier.CopyPhasePending, waiting, ""},
+		{11, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
+		{11, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
+		{12, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
 		// A pushed Cluster another replica delivers to: what it published,
 		// under the same precedence as the engine's own record.
 		{0, courier.CopyPhaseInvalid, "replica published a copy", courier.CopyPhaseInvalid, "base Invalid", ""},
-		{1, courier.CopyPhaseDenied, "replica published", courier.CopyPhaseDenied, "base Denied", ""},
-		{4, courier.CopyPhaseSourceMissing, "replica published a copy", courier.CopyPhaseSourceMissing,
+		{1, courier.CopyPhaseDenied, "replica published a note", courier.CopyPhaseDenied, "base Denied; Fleet's copy is there", ""},
+		{2, courier.CopyPhaseDenied, "replica published", courier.CopyPhaseDenied, "base Denied", ""},
+		{5, courier.CopyPhaseSourceMissing, "replica published a copy", courier.CopyPhaseSourceMissing,
 			"base SourceMissing; the copy made from resourceVersion 5 stays in cluster c1", "5"},
-		{5, courier.CopyPhaseSourceMissing, "replica, nothing published", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
-		{10, courier.CopyPhasePending, "replica published", courier.CopyPhaseForbidden, "from the holder", ""},
-		{10, courier.CopyPhasePending, "replica published a copy", courier.CopyPhaseSynced, "copied by the holder", "5"},
-		{12, courier.CopyPhasePending, "replica, nothing published", courier.CopyPhasePending, "base Pending", ""},
+		{6, courier.CopyPhaseSourceMissing, "replica, nothing published", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
+		{11, courier.CopyPhasePending, "replica published", courier.CopyPhaseForbidden, "from the holder", ""},
+		{11, courier.CopyPhasePending, "replica published a copy", courier.CopyPhaseSynced, "copied by the holder", "5"},
+		{13, courier.CopyPhasePending, "replica, nothing published", courier.CopyPhasePending, "base Pending", ""},
 	} {
 		t.Run(fmt.Sprintf("rule %d: %s, %s", tc.rule, tc.base, tc.delivery), func(t *testing.T) {
 			del, ok := d[tc.delivery]

@@ -40,7 +40,7 @@ func (c *Controller) syncOwner(ctx context.Context, op types.NamespacedName) err
 	}
 	var left []*courier.DownstreamCopy
 	if c.engine != nil {
-		c.engine.SetDesired(op, delivered(rows))
+		c.engine.SetDesired(op, rows) // Denied ones too: the engine removes their copies and looks for Fleet's
 	}
 	for _, r := range rows {
 		c.composeRow(r)
@@ -105,10 +105,14 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	}
 	c.mu.Unlock()
 	rows := make([]*courier.DownstreamCopy, 0, len(mine))
+	full := false
 	for _, key := range mine {
 		r, ok := c.restatedRow(key)
 		if !ok {
-			continue // a Denied row's status is the view's own
+			if c.isDenied(key) {
+				full = true // its base is the export verdict's: computed afresh
+			}
+			continue
 		}
 		c.composeRow(r)
 		rows = append(rows, r)
@@ -117,19 +121,36 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 	c.stampLocked(rows)
 	c.mu.Unlock()
 	c.store.UpsertOwned(rows...) // restatedRow's: the store keeps them as they are
+	if full {
+		c.enqueue(op)
+	}
 }
 
-// restatedRow returns a new row for the delivered row stored under key:
-// the stored one's metadata and spec (shared with the store, and so never
-// to be changed in place), a status of its own from baseStatus. ok is
-// false when no such row is stored, or it is not delivered (a Denied
-// row's status is the view's own). UpsertOwned keeps it as it is: its
-// caller must not change it after.
+// isDenied reports whether the row stored under key is Denied (and so
+// not delivered): what its deliverer found is shown by a full sync.
+func (c *Controller) isDenied(key string) bool {
+	ns, name := copycontract.SplitKey(key)
+	stored, ok := c.store.Peek(ns, name)
+	return ok && !courier.Delivered(stored.Labels) && stored.Status.Phase == courier.CopyPhaseDenied
+}
+
+// restatedRow returns a new row for the row stored under key: the stored
+// one's metadata and spec (shared with the store, and so never to be
+// changed in place), a status of its own from baseStatus, or for a
+// Denied row from its source's verdict (restatedDenied). ok is false when
+// no such row is stored, or it is a leftover copy's. UpsertOwned keeps it
+// as it is: its caller must not change it after.
 func (c *Controller) restatedRow(key string) (*courier.DownstreamCopy, bool) {
 	ns, name := copycontract.SplitKey(key)
 	stored, ok := c.store.Peek(ns, name)
-	if !ok || !courier.Delivered(stored.Labels) {
+	if !ok {
 		return nil, false
+	}
+	if !courier.Delivered(stored.Labels) {
+		if stored.Status.Phase != courier.CopyPhaseDenied {
+			return nil, false // a leftover copy's row: syncLeftovers'
+		}
+		return c.restatedDenied(stored)
 	}
 	r := *stored
 	r.Status = baseStatus(r.Namespace, r.Spec)

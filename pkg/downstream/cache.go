@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -123,6 +124,12 @@ type Client struct {
 	// that kind (Secret or ConfigMap) and name, or has not synced. Nil
 	// means it cannot tell.
 	MayHaveForeign func(kind, namespace, name string) bool
+	// ForeignAt returns the object at namespace/name (of kind Secret or
+	// ConfigMap) that the watch of Options.ForeignSelector's objects
+	// holds, without its data, and found false when it holds none there;
+	// known is false while that watch has not synced, or when there is
+	// none. The caller must not change the object.
+	ForeignAt func(kind, namespace, name string) (obj metav1.Object, found, known bool)
 
 	// set holds the informers the Client reads through; member is the
 	// ShareLabel value it reads in a shared set ("" in a set of its own).
@@ -358,22 +365,7 @@ func newClient(cluster *fleet.Cluster, cfg *rest.Config, o Options, invalid func
 	// HasSynced is about Courier's own copies: the foreign watch has its
 	// own answer in MayHaveForeign.
 	cl.HasSynced = func() bool { return w.syncedFor(value) }
-	cl.MayHaveForeign = func(string, string, string) bool { return false }
-	if o.ForeignSelector != nil {
-		fs, fc := w.foreignSecrets, w.foreignConfigMaps
-		cl.MayHaveForeign = func(kind, namespace, name string) bool {
-			if !w.foreign.synced() {
-				return true
-			}
-			var err error
-			if kind == "Secret" {
-				_, err = fs.Secrets(namespace).Get(name)
-			} else {
-				_, err = fc.ConfigMaps(namespace).Get(name)
-			}
-			return !apierrors.IsNotFound(err)
-		}
-	}
+	cl.MayHaveForeign, cl.ForeignAt = foreignAccess(w, o)
 	return cl, nil
 }
 

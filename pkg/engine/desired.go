@@ -39,6 +39,12 @@ type desiredCopy struct {
 	// where they are). It comes from the row's spec (copycontract.Copyable),
 	// never from its status.
 	copyable bool
+	// denied: the view found the row's source may never be exported (its
+	// row Denied and not delivered). Nothing is written for it, its copy
+	// is no copy any row wants (the sweep removes it even under
+	// keepResources), and a pass only looks for Fleet's own copy of it
+	// (denied.go).
+	denied bool
 }
 
 // SetDesired replaces one HelmOp's rows (nil when it has none, or is gone)
@@ -51,6 +57,9 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 	e.statuses.accept(helmOp, rowKeys(next))
 	h := e.desired.set(helmOp, next, now)
 	e.statuses.drop(h.gone)
+	// A row that turned Denied, or stopped being Denied, starts afresh:
+	// what a pass found before was about another kind of row.
+	restated := e.statuses.forget(h.restated)
 	if h.complete {
 		e.scopes.oweWhole(h.changed...)
 	}
@@ -59,6 +68,9 @@ func (e *Engine) SetDesired(helmOp types.NamespacedName, rows []*courier.Downstr
 	e.sources.forget(h.unused...)
 	if len(rows) == 0 {
 		e.copied.forget(helmOp)
+	}
+	if restated {
+		e.notify()
 	}
 	if h.complete {
 		for _, key := range h.changed {
@@ -125,8 +137,9 @@ func desiredCopies(helmOp types.NamespacedName, rows []*courier.DownstreamCopy) 
 			serviceAccount: r.Spec.ServiceAccount,
 			keep:           r.Spec.KeepResources,
 			sourceRV:       r.Spec.Source.ResourceVersion,
-			copyable:       copycontract.Copyable(r.Spec),
 		}
+		d.denied = !courier.Delivered(r.Labels) && r.Status.Phase == courier.CopyPhaseDenied
+		d.copyable = !d.denied && copycontract.Copyable(r.Spec)
 		key := r.Namespace + "/" + r.Spec.Cluster
 		next[key] = append(next[key], d)
 	}

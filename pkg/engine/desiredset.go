@@ -45,6 +45,8 @@ type handover struct {
 	changed []string
 	// gone are the row keys no longer desired.
 	gone []string
+	// restated are the row keys that turned denied, or stopped being.
+	restated []string
 	// unused are the sources no copy needs any more.
 	unused []sourceKey
 	// complete is whether DesiredComplete had been called.
@@ -72,6 +74,7 @@ func (d *desiredSet) set(helmOp types.NamespacedName, next map[string][]desiredC
 	prev := d.byOp[helmOp]
 	h := handover{changed: changedClusters(prev, next), complete: d.complete}
 	h.gone = d.trackRowsLocked(prev, next, now)
+	h.restated = deniedChanged(prev, next)
 	h.unused = d.countSourcesLocked(prev, next)
 	d.indexWantedLocked(prev, next)
 	d.storeLocked(helmOp, prev, next)
@@ -267,10 +270,34 @@ func (d *desiredSet) indexWantedLocked(prev, next map[string][]desiredCopy) {
 	}
 	for clusterKey, copies := range next {
 		for _, c := range copies {
+			if c.denied {
+				continue // no Cluster wants a copy of a denied source
+			}
 			id := copyID(c.helmOp, c.kind, c.targetNS, c.name)
 			d.wantedBy[id] = append(d.wantedBy[id], clusterKey)
 		}
 	}
+}
+
+// deniedChanged returns the keys of the rows in both prev and next that
+// turned denied or stopped being denied, sorted.
+func deniedChanged(prev, next map[string][]desiredCopy) []string {
+	was := map[string]bool{}
+	for _, copies := range prev {
+		for _, c := range copies {
+			was[c.rowKey] = c.denied
+		}
+	}
+	var out []string
+	for _, copies := range next {
+		for _, c := range copies {
+			if denied, ok := was[c.rowKey]; ok && denied != c.denied {
+				out = append(out, c.rowKey)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // storeLocked stores next as helmOp's copies, replacing prev.

@@ -134,21 +134,6 @@ type Config struct {
 	// GroupWriters is how many copies of one HelmOp and ServiceAccount in
 	// one cluster are written at once (DefaultGroupWriters).
 	GroupWriters int
-	// Denied, when set, tells whether the row of a copy nothing delivers
-	// any more is Denied (its source may never be exported), and the
-	// row's message: such a copy is removed even when it was written with
-	// keepResources (a leak is retracted, docs/design.md#export-safety).
-	Denied func(c DeniedCopy) (message string, denied bool)
-}
-
-// DeniedCopy names a copy downstream by the row that made it.
-type DeniedCopy struct {
-	// Owner is the owner's key (copycontract.OwnerKey).
-	Owner types.NamespacedName
-	// Cluster is the Fleet Cluster's name, in Owner's namespace.
-	Cluster string
-	// Kind, TargetNamespace and Name name the copy (Name is the source's).
-	Kind, TargetNamespace, Name string
 }
 
 // DefaultWorkers is how many clusters are reconciled at once unless

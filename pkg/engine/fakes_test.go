@@ -165,6 +165,9 @@ type fakeCluster struct {
 	// client without that watch, and the engine reads before creating.
 	foreignWatched bool
 	foreign        map[string]bool // "<namespace>/<name>"
+	// foreignObjs are the objects that watch holds (ForeignAt), by
+	// "<namespace>/<name>".
+	foreignObjs map[string]metav1.Object
 }
 
 func newIndexer() cache.Indexer {
@@ -203,6 +206,13 @@ func (c *fakeCluster) client() *downstream.Client {
 		Config:     &rest.Config{Host: downHost},
 		MayHaveForeign: func(kind, ns, name string) bool {
 			return !c.foreignWatched || c.foreign[ns+"/"+name]
+		},
+		ForeignAt: func(kind, ns, name string) (metav1.Object, bool, bool) {
+			if !c.foreignWatched {
+				return nil, false, false
+			}
+			obj, ok := c.foreignObjs[ns+"/"+name]
+			return obj, ok, true
 		},
 	}
 }

@@ -136,6 +136,9 @@ func (e *Engine) endWholePass(ctx context.Context, client *downstream.Client, cl
 	if left != nil || err == nil {
 		changed = e.statuses.setLeftovers(key, left)
 	}
+	if err == nil && e.noteDenied(ctx, client, cluster, copies) {
+		changed = true
+	}
 	e.clients.passEnded(client)
 	if retryErr != nil {
 		klog.FromContext(ctx).V(2).Info("Cluster has copies that did not converge", "cluster", key, "err", retryErr)

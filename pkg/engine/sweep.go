@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -36,10 +35,7 @@ var sweptKinds = []string{"Secret", "ConfigMap"}
 // (passReads): the sweep looks for those once per client.
 func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *fleet.Cluster, copies []desiredCopy, remove bool,
 	unlabelled func(ctx context.Context, kind string) ([]object, error)) ([]copycontract.Leftover, error) {
-	wanted := map[string]bool{}
-	for _, c := range copies {
-		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
-	}
+	wanted, denied := wantedCopies(copies)
 	left := []copycontract.Leftover{}
 	var failed error
 	key := cluster.Namespace + "/" + cluster.Name
@@ -70,9 +66,9 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 			what := describe(kind, obj.GetNamespace(), obj.GetName())
 			l := copycontract.Leftover{HelmOp: helmOp, Cluster: cluster.Name, Kind: kind, Name: obj.GetName(), TargetNamespace: obj.GetNamespace(),
 				Keep: claim.Keep, SyncedResourceVersion: obj.GetAnnotations()[copyspec.AnnotationSourceResourceVersion]}
-			deniedWhy, denied := e.deniedCopy(helmOp, cluster.Name, kind, obj)
+			deniedRow, isDenied := denied[id]
 			switch {
-			case claim.Keep && !denied:
+			case claim.Keep && !isDenied:
 				l.Phase = courier.CopyPhaseKept
 				l.Message = fmt.Sprintf("%s stays in cluster %s: it was written with keepResources and nothing lists it any more; Courier no longer updates it", what, cluster.Name)
 			case !remove || failed != nil:
@@ -94,7 +90,7 @@ func (e *Engine) sweep(ctx context.Context, client *downstream.Client, cluster *
 				}
 				copiesTotal.WithLabelValues("deleted", "").Inc()
 				if claim.Keep {
-					e.retracted(ctx, helmOp, cluster, kind, obj, deniedWhy)
+					e.retracted(ctx, cluster, deniedRow, obj)
 					continue
 				}
 				klog.FromContext(ctx).Info("Removed copy nothing wants any more", "cluster", cluster.Namespace+"/"+cluster.Name,
@@ -130,22 +126,17 @@ func sweptCopies(ctx context.Context, ops kindOps, kind string, legacy bool,
 	return append(managed, old...), nil
 }
 
-// deniedCopy asks whether the row of a leftover copy is Denied.
-func (e *Engine) deniedCopy(owner types.NamespacedName, cluster, kind string, obj object) (string, bool) {
-	if e.cfg.Denied == nil {
-		return "", false
+// wantedCopies returns the copy IDs the Cluster's rows want, and the
+// Denied rows by copy ID: their copies are wanted by no row, and a kept
+// one is removed all the same (a leak is retracted).
+func wantedCopies(copies []desiredCopy) (wanted map[string]bool, denied map[string]desiredCopy) {
+	wanted, denied = map[string]bool{}, map[string]desiredCopy{}
+	for _, c := range copies {
+		if c.denied {
+			denied[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = c
+			continue
+		}
+		wanted[copyID(c.helmOp, c.kind, c.targetNS, c.name)] = true
 	}
-	return e.cfg.Denied(DeniedCopy{Owner: owner, Cluster: cluster, Kind: kind, TargetNamespace: obj.GetNamespace(), Name: obj.GetName()})
-}
-
-// retracted logs and records the removal of a copy written with
-// keepResources whose source became denied: keepResources keeps a copy
-// nothing wants, never a leak (docs/design.md#export-safety).
-func (e *Engine) retracted(ctx context.Context, owner types.NamespacedName, cluster *fleet.Cluster, kind string, obj object, why string) {
-	klog.FromContext(ctx).Info("Removed a copy kept with keepResources: its source may never be exported", "cluster", cluster.Namespace+"/"+cluster.Name,
-		"helmop", owner.String(), "kind", kind, "object", obj.GetNamespace()+"/"+obj.GetName())
-	if e.cfg.Recorder != nil {
-		e.cfg.Recorder.Eventf(e.helmOpRef(owner), corev1.EventTypeWarning, "ExportRetracted",
-			"%s %s removed from %s in cluster %s although written with keepResources: %s", kind, obj.GetName(), obj.GetNamespace(), cluster.Name, why)
-	}
+	return wanted, denied
 }

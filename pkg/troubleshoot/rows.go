@@ -198,7 +198,7 @@ var rows = []Phase{
 		Phase: "Denied",
 		Entries: []Entry{
 			{
-				Message: "`Secret <ns>/<name> is never exported: it is the kubeconfig of Cluster <ns>/<cluster> (rule cluster-kubeconfig); nothing is written to cluster <c>, and a copy Courier made there before is removed unless keepResources`",
+				Message: "`Secret <ns>/<name> is never exported: it is the kubeconfig of Cluster <ns>/<cluster> (rule cluster-kubeconfig); nothing is written to cluster <c>, and a copy Courier made there before is removed, also one written with keepResources`",
 				Cause:   "a Fleet Cluster names this Secret in `spec.kubeConfigSecret`: it holds that cluster's admin credentials",
 				Fix:     "list a Secret made for the purpose instead ([security.md](security.md))",
 			},
@@ -211,6 +211,16 @@ var rows = []Phase{
 				Message: "`<Kind> <ns>/<name> is never exported: it is annotated courier.dev/export: \"false\" (rule export-annotation); ...`",
 				Cause:   "the source's owner marked it so",
 				Fix:     "remove the annotation if it may travel, or the entry",
+			},
+			{
+				Message: "`...; <Kind> <ns>/<name>, written with keepResources, was removed from cluster <cluster>`",
+				Cause:   "the copy was made before its source became one that is never exported: keepResources keeps copies, never a leak (Warning Event `ExportRetracted`)",
+				Fix:     "nothing: that is the point; list an ordinary source if the workload needs one",
+			},
+			{
+				Message: "`...; Fleet's own agent exported it: <Kind> <ns>/<name> in cluster <cluster> is Fleet's copy (BundleDeployment <bd>); ...`",
+				Cause:   "Fleet's agent copies `downstreamResources` itself, with no deny list; Courier never touches Fleet's object (Warning Event `ExportedByFleet`)",
+				Fix:     "remove the entry from the HelmOp or `fleet.yaml` (Fleet then removes its copy), and install the admission policy so that it cannot come back ([security.md](security.md))",
 			},
 		},
 	},

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
@@ -112,10 +113,9 @@ func TestExportDenyList(t *testing.T) {
 		func(c *corev1.ConfigMap) bool { return c == nil })
 	w.waitRows(metav1.ListOptions{FieldSelector: "spec.source.name=settings"},
 		"c2/ConfigMap/settings@"+dest+"=Denied", "c2/ConfigMap/settings@"+dest+"-kept=Denied")
-	eventually(t, "a Warning Event ExportRetracted on HelmOp keep", func() (bool, string) {
-		out := kubectl(t, "get", "events", "-n", w.ns, "--field-selector", "reason=ExportRetracted,involvedObject.name=keep", "-o", "jsonpath={.items[*].message}")
-		return strings.Contains(out, "although written with keepResources") && strings.Contains(out, "(rule export-annotation)"), out
-	})
+	warningSays(t, w, "ExportRetracted", "keep", "ConfigMap "+dest+"-kept/settings, written with keepResources, was removed from cluster c2")
+	rowSays(t, w, copyview.RowName("keep", "c2", "ConfigMap", "settings"), "(rule export-annotation)",
+		"ConfigMap "+dest+"-kept/settings, written with keepResources, was removed from cluster c2")
 
 	// No row, Event, log line or metric holds the data. Positive controls
 	// first: each text is about this workspace, and the canary is found

@@ -18,6 +18,7 @@ import (
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyview"
+	"github.com/courier-dev/courier/pkg/exportpolicy"
 )
 
 // addCluster adds a Cluster named name to the workspace whose kubeconfig
@@ -350,4 +351,75 @@ func TestUpstreamRestart(t *testing.T) {
 	if courier.Pid() != pid {
 		t.Errorf("Courier was restarted (pid %d, was %d)", courier.Pid(), pid)
 	}
+}
+
+// TestFleetCopyOfDeniedSource: a source that may never be exported, of
+// which Fleet's own agent made a copy downstream, is Denied; Courier
+// leaves Fleet's object alone, and the row and a Warning Event on the
+// owner say Fleet exported it, naming the Cluster
+// (docs/design.md#export-safety).
+func TestFleetCopyOfDeniedSource(t *testing.T) {
+	w := newWorkspace(t, "ws-fleet-denied", nil)
+	dest := "fleet-denied-dest"
+	ctx := context.Background()
+	d := downstream(t, 0)
+	if _, err := d.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dest}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	fleets, err := d.CoreV1().Secrets(dest).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "private", Labels: map[string]string{"fleet.cattle.io/bundledeployment": "app-c1"}},
+		Data:       map[string][]byte{"k": []byte("v")},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "private", Annotations: map[string]string{exportpolicy.AnnotationExport: "false"}},
+		StringData: map[string]string{"k": "v"}})
+	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "other-private", Annotations: map[string]string{exportpolicy.AnnotationExport: "false"}},
+		StringData: map[string]string{"k": "v"}})
+	w.apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": "v"}})
+	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/private", "Secret/other-private", "ConfigMap/cm")},
+		fleet.BundleTarget{ClusterName: "c1"}))
+	w.waitRows(metav1.ListOptions{}, "c1/ConfigMap/cm@"+dest+"=Synced", "c1/Secret/other-private@"+dest+"=Denied", "c1/Secret/private@"+dest+"=Denied")
+
+	messages := func() map[string]string {
+		list, err := w.c.courier.CourierV1alpha1().DownstreamCopies(w.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range list.Items {
+			out[r.Spec.Source.Name] = r.Status.Message
+		}
+		return out
+	}
+	eventually(t, "the Denied row says Fleet exported it", func() (bool, string) {
+		m := messages()["private"]
+		return strings.Contains(m, `annotated courier.dev/export: "false"`) && strings.Contains(m, "Fleet's own agent exported it") &&
+			strings.Contains(m, "in cluster c1") && strings.Contains(m, "BundleDeployment app-c1"), m
+	})
+	// The positive control's neighbour: the Denied row with no Fleet copy
+	// says nothing of Fleet.
+	if m := messages()["other-private"]; strings.Contains(m, "Fleet") || !strings.Contains(m, "never exported") {
+		t.Errorf("row other-private: message %q", m)
+	}
+	warningSays(t, w, "ExportedByFleet", "app", "Secret "+dest+"/private in cluster c1 is Fleet's copy")
+	// Fleet's object is as Fleet left it, and Courier wrote only the
+	// ConfigMap (the positive control).
+	got, err := d.CoreV1().Secrets(dest).Get(ctx, "private", metav1.GetOptions{})
+	if err != nil || got.ResourceVersion != fleets.ResourceVersion {
+		t.Errorf("Fleet's copy was touched: %v (resourceVersion %q, was %q)", err, got.GetResourceVersion(), fleets.ResourceVersion)
+	}
+	if wr := writesTo(t, 0, dest); !slices.Contains(wr, "create configmaps "+dest+"/cm") || slices.ContainsFunc(wr, func(s string) bool { return strings.Contains(s, "secrets") }) {
+		t.Errorf("writes %q: want the ConfigMap created and no Secret written", wr)
+	}
+
+	// Fleet's copy gone: the row no longer says it is there.
+	if err := d.CoreV1().Secrets(dest).Delete(ctx, "private", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Denied row no longer names Fleet's copy", func() (bool, string) {
+		m := messages()["private"]
+		return strings.Contains(m, "never exported") && !strings.Contains(m, "Fleet"), m
+	})
 }

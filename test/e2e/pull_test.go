@@ -17,6 +17,7 @@ import (
 
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copyspec"
+	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/test/localenv"
 )
@@ -332,8 +333,67 @@ func pullDenied(t *testing.T, w *workspace) {
 	if _, err := downstream(t, pulled).CoreV1().Secrets(dest).Get(context.Background(), "sh.helm.release.v1.web.v1", metav1.GetOptions{}); err == nil {
 		t.Error("the Helm release Secret was pulled")
 	}
+	// The same source pulled with keepResources by another HelmOp.
+	w.apply(helmOp("guarded-kept", fleet.BundleDeploymentOptions{DefaultNamespace: dest + "-kept", KeepResources: true,
+		DownstreamResources: resources("Secret/plain")}))
+	waitSecret(t, pulled, dest+"-kept", "plain", 30*time.Second, "the ordinary Secret pulled with keepResources", secretData("k", "v"))
+
+	// Fleet's own agent copied the denied Helm release Secret: the row
+	// says so, and a Warning Event names the Cluster; the agent leaves
+	// Fleet's object alone.
+	ctx := context.Background()
+	fleets, err := downstream(t, pulled).CoreV1().Secrets(dest).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v1",
+		Labels: map[string]string{"fleet.cattle.io/bundledeployment": "guarded-edge"}}, Type: "helm.sh/release.v1",
+		StringData: map[string]string{"release": "state"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowSays(t, w, copyview.RowName("guarded", "edge", "Secret", "sh.helm.release.v1.web.v1"), "type helm.sh/release.v1",
+		"Fleet's own agent exported it", "in cluster edge", "BundleDeployment guarded-edge")
+	warningSays(t, w, "ExportedByFleet", "guarded", "in cluster edge")
+
 	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain", Annotations: map[string]string{exportpolicy.AnnotationExport: "false"}},
 		StringData: map[string]string{"k": "v"}})
 	waitSecret(t, pulled, dest, "plain", 30*time.Second, "removed once opted out", absentSecret)
 	w.waitRows(byOp, "edge/Secret/plain@"+dest+"=Denied", "edge/Secret/sh.helm.release.v1.web.v1@"+dest+"=Denied")
+	// keepResources keeps copies, never a leak: the agent removes the
+	// kept copy too, its row says so, and Courier records the Warning
+	// Event the agent cannot.
+	waitSecret(t, pulled, dest+"-kept", "plain", 30*time.Second, "the keepResources copy removed once opted out", absentSecret)
+	rowSays(t, w, copyview.RowName("guarded-kept", "edge", "Secret", "plain"), `annotated courier.dev/export: "false"`,
+		"written with keepResources, was removed from cluster edge")
+	warningSays(t, w, "ExportRetracted", "guarded-kept", "Secret "+dest+"-kept/plain, written with keepResources, was removed from cluster edge")
+
+	got, err := downstream(t, pulled).CoreV1().Secrets(dest).Get(ctx, "sh.helm.release.v1.web.v1", metav1.GetOptions{})
+	if err != nil || got.ResourceVersion != fleets.ResourceVersion {
+		t.Errorf("Fleet's copy was touched: %v (resourceVersion %q, was %q)", err, got.GetResourceVersion(), fleets.ResourceVersion)
+	}
+}
+
+// rowSays waits until the row's message holds every one of subs.
+func rowSays(t *testing.T, w *workspace, row string, subs ...string) {
+	t.Helper()
+	eventually(t, "row "+row+" says "+strings.Join(subs, ", "), func() (bool, string) {
+		r, err := w.c.courier.CourierV1alpha1().DownstreamCopies(w.ns).Get(context.Background(), row, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range subs {
+			if !strings.Contains(r.Status.Message, s) {
+				return false, string(r.Status.Phase) + ": " + r.Status.Message
+			}
+		}
+		return true, ""
+	})
+}
+
+// warningSays waits for a Warning Event with reason on the HelmOp owner
+// whose message holds what.
+func warningSays(t *testing.T, w *workspace, reason, owner, what string) {
+	t.Helper()
+	eventually(t, "a Warning Event "+reason+" on HelmOp "+owner, func() (bool, string) {
+		out := kubectl(t, "get", "events", "-n", w.ns, "--field-selector", "type=Warning,reason="+reason+",involvedObject.name="+owner,
+			"-o", "jsonpath={.items[*].message}")
+		return strings.Contains(out, what), out
+	})
 }

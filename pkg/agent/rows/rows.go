@@ -148,8 +148,8 @@ func (c *Controller) Copyable() []string {
 	var keys []string
 	for _, obj := range c.informer.GetIndexer().List() {
 		r, ok := obj.(*v1alpha1.DownstreamCopy)
-		if !ok || !c.wanted(r) {
-			continue
+		if !ok || !c.wanted(r) || !courier.Delivered(r.Labels) {
+			continue // a Denied row has no payload
 		}
 		if in, err := c.internal(r); err == nil && copycontract.Copyable(in.Spec) {
 			keys = append(keys, r.Namespace+"/"+r.Name)
@@ -159,13 +159,18 @@ func (c *Controller) Copyable() []string {
 	return keys
 }
 
-// wanted reports whether a row is one the engine must write: its Cluster's,
-// and delivered (courier.LabelDeliver) -- not a leftover copy no HelmOp
-// wants any more (Kept, Deleting), nor a source that may never be exported
-// (Denied), whose copy the engine then removes, even under keepResources. The
-// label decides, never the row's displayed phase.
+// wanted reports whether a row is one the engine is handed: its Cluster's,
+// and delivered (courier.LabelDeliver) or Denied -- not a leftover copy
+// no HelmOp wants any more (Kept, Deleting). The engine writes nothing
+// for a Denied row: it removes its copy, even one written with
+// keepResources, and looks for Fleet's own (docs/design.md#export-safety).
+// The label decides whether a copy is delivered; a row not delivered is
+// Denied only by the server's view, never by an agent's report.
 func (c *Controller) wanted(r *v1alpha1.DownstreamCopy) bool {
-	return r.Namespace == c.namespace && r.Spec.Cluster == c.cluster && courier.Delivered(r.Labels)
+	if r.Namespace != c.namespace || r.Spec.Cluster != c.cluster {
+		return false
+	}
+	return courier.Delivered(r.Labels) || string(r.Status.Phase) == string(courier.CopyPhaseDenied)
 }
 
 // internal converts a row for the engine, with its ServiceAccount in the

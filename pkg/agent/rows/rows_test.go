@@ -74,10 +74,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // The agent's rows reach the engine one HelmOp at a time, every HelmOp
 // before DesiredComplete: only its own Cluster's, without the leftovers
-// the view shows (Kept, Deleting) nor the Denied rows, with
-// ServiceAccounts in the agent's namespace. The watch selects
-// spec.cluster, as Courier requires. The deliver label decides, not the
-// phase: a row labelled not delivered whatever its phase is dropped.
+// the view shows (Kept, Deleting), with ServiceAccounts in the agent's
+// namespace. A Denied row is handed over too (the engine removes its copy
+// and looks for Fleet's), but has no payload to read. The watch selects
+// spec.cluster, as Courier requires. The deliver label decides what is
+// delivered: a row labelled not delivered that is not Denied is dropped.
 func TestHandOver(t *testing.T) {
 	withSA := row("other", "edge2", "Secret", "x", "3", v1alpha1.CopyPhasePending)
 	withSA.Spec.ServiceAccount = "cattle-fleet-system/deployer"
@@ -127,7 +128,7 @@ func TestHandOver(t *testing.T) {
 	calls := d.take0()
 	first := calls[:slices.Index(calls, "complete")]
 	sort.Strings(first)
-	want := []string{"fleet-default/app: app.edge2.configmap.settings app.edge2.secret.db", "fleet-default/other: other.edge2.secret.x"}
+	want := []string{"fleet-default/app: app.edge2.configmap.settings app.edge2.secret.db app.edge2.secret.kubeconfig", "fleet-default/other: other.edge2.secret.x"}
 	if !slices.Equal(first, want) {
 		t.Errorf("before DesiredComplete the engine was told %q, want %q", first, want)
 	}
@@ -141,7 +142,7 @@ func TestHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the HelmOp handed over without the deleted row", func() bool {
-		return slices.Contains(d.take0(), "fleet-default/app: app.edge2.configmap.settings")
+		return slices.Contains(d.take0(), "fleet-default/app: app.edge2.configmap.settings app.edge2.secret.kubeconfig")
 	})
 	cancel()
 	<-done

@@ -56,6 +56,7 @@ func pullDelivery(cfg *genericapiserver.RecommendedConfig, v *views, upstreamID 
 		UpstreamID: upstreamID,
 		Reports:    v.reports,
 		Exports:    v.exports.Guard,
+		Notes:      deniedNotes{v},
 	}, nil
 }
 

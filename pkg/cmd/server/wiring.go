@@ -270,9 +270,6 @@ func (v *views) newEngine(config *rest.Config, upstreamID string, o *Options, so
 		// the buckets it holds.
 		Follower: o.LeaderElection.LeaderElect,
 		Shards:   shardCfg,
-		// A copy kept with keepResources whose row turned Denied is
-		// removed all the same (docs/design.md#export-safety).
-		Denied: v.deniedRow,
 	})
 	v.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: v.upstream.CoreV1().Events("")})
 	return nil
@@ -407,15 +404,4 @@ func trimMetadata(obj any) (any, error) {
 		}
 	}
 	return obj, nil
-}
-
-// deniedRow tells the engine whether the row of a leftover copy is Denied
-// (by the view, its only writer), and its message.
-func (v *views) deniedRow(c engine.DeniedCopy) (string, bool) {
-	row, ok := v.downstreamCopies.Get(c.Owner.Namespace, copyview.RowName(c.Owner.Name, c.Cluster, c.Kind, c.Name))
-	if !ok || row.Status.Phase != courier.CopyPhaseDenied || courier.Delivered(row.Labels) ||
-		row.Spec.Cluster != c.Cluster || row.Spec.Target.Namespace != c.TargetNamespace {
-		return "", false
-	}
-	return row.Status.Message, true
 }

@@ -30,8 +30,8 @@ const (
 	// CopyPhaseKept: the copy is no longer wanted and stays because of keepResources.
 	CopyPhaseKept CopyPhase = "Kept"
 	// CopyPhaseDenied: the source may never be exported (a Cluster's kubeconfig, a credential
-	// Secret type, or annotated courier.dev/export: "false"); nothing is written, and a copy
-	// made before is removed unless keepResources.
+	// Secret type or content, or annotated courier.dev/export: "false"); nothing is written,
+	// and a copy made before is removed, also one written with keepResources.
 	CopyPhaseDenied CopyPhase = "Denied"
 )
 

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
@@ -22,6 +23,16 @@ import (
 // Reporter keeps what agents report (agentreport.Store).
 type Reporter interface {
 	Record(ctx context.Context, cluster types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error
+	// Holds reports whether the Cluster's report already says e of row.
+	Holds(cluster types.NamespacedName, row string, e agentreport.Entry) bool
+}
+
+// DeniedNotes is told an agent's new note on a Denied row -- its copy
+// written with keepResources removed, or Fleet's own copy found -- and
+// records the Warning Event a pushed Cluster's engine records itself
+// (docs/design.md#export-safety).
+type DeniedNotes interface {
+	Noted(row *courier.DownstreamCopy, note string)
 }
 
 var _ Reporter = &agentreport.Store{}
@@ -46,6 +57,7 @@ type StatusREST struct {
 	rows    *memstore.Store[*courier.DownstreamCopy]
 	agents  AgentChecker
 	reports Reporter
+	notes   DeniedNotes
 }
 
 var (
@@ -53,9 +65,10 @@ var (
 	_ rest.Updater = &StatusREST{}
 )
 
-// NewStatusREST returns the status subresource over the rows in store.
-func NewStatusREST(store *memstore.Store[*courier.DownstreamCopy], agents AgentChecker, reports Reporter) *StatusREST {
-	return &StatusREST{rows: store, agents: agents, reports: reports}
+// NewStatusREST returns the status subresource over the rows in store;
+// notes (nil: none) is told the new notes on Denied rows.
+func NewStatusREST(store *memstore.Store[*courier.DownstreamCopy], agents AgentChecker, reports Reporter, notes DeniedNotes) *StatusREST {
+	return &StatusREST{rows: store, agents: agents, reports: reports, notes: notes}
 }
 
 // New implements rest.Storage.
@@ -95,11 +108,20 @@ func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.Updat
 	if len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(courier.Kind("DownstreamCopy"), name, errs)
 	}
+	denied := !courier.Delivered(row.Labels) && row.Status.Phase == courier.CopyPhaseDenied
+	if entry.Phase == courier.CopyPhaseDenied && !denied {
+		return nil, false, apierrors.NewInvalid(courier.Kind("DownstreamCopy"), name, field.ErrorList{field.Forbidden(field.NewPath("status", "phase"),
+			"Denied is reported only with a note on a row Courier's view made Denied")})
+	}
+	newNote := denied && entry.Phase == courier.CopyPhaseDenied && entry.Message != "" && !r.reports.Holds(cluster, name, entry)
 	if err := r.reports.Record(ctx, cluster, name, entry, interval); err != nil {
 		if _, isAPI := err.(apierrors.APIStatus); isAPI {
 			return nil, false, err
 		}
 		return nil, false, apierrors.NewInternalError(fmt.Errorf("keeping the report of Cluster %s: %w", cluster, err))
+	}
+	if newNote && r.notes != nil {
+		r.notes.Noted(row, entry.Message)
 	}
 	// The answer is the row as the view will show it with this report,
 	// composed by the view's one composer.

@@ -3,6 +3,7 @@ package downstreamcopy
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +36,35 @@ func (f *fakeReporter) Record(_ context.Context, c types.NamespacedName, row str
 	return f.err
 }
 
+// Holds: the last call for the row said e.
+func (f *fakeReporter) Holds(c types.NamespacedName, row string, e agentreport.Entry) bool {
+	for i := len(f.calls) - 1; i >= 0; i-- {
+		if f.calls[i].cluster == c && f.calls[i].row == row {
+			return f.calls[i].entry.Phase == e.Phase && f.calls[i].entry.Message == e.Message
+		}
+	}
+	return false
+}
+
+// fakeNotes keeps the notes it is told, as "<row> <note>".
+type fakeNotes struct{ noted []string }
+
+func (f *fakeNotes) Noted(row *courier.DownstreamCopy, note string) {
+	f.noted = append(f.noted, row.Name+" "+note)
+}
+
 func newStatusREST(reports Reporter) *StatusREST {
+	return newStatusRESTWithNotes(reports, nil)
+}
+
+func newStatusRESTWithNotes(reports Reporter, notes DeniedNotes) *StatusREST {
 	store := memstore.New[*courier.DownstreamCopy]()
 	store.Replace([]*courier.DownstreamCopy{
 		payloadRow("app.edge1.secret.s", "edge1", "Secret", "s", courier.CopyPhasePending, false),
 		payloadRow("app.edge2.secret.s", "edge2", "Secret", "s", courier.CopyPhasePending, false),
+		undelivered(payloadRow("app.edge1.secret.k", "edge1", "Secret", "k", courier.CopyPhaseDenied, true)),
 	})
-	return NewStatusREST(store, fakeAgents{}, reports)
+	return NewStatusREST(store, fakeAgents{}, reports, notes)
 }
 
 // report is the body an agent sends.
@@ -81,6 +104,11 @@ func TestStatusUpdate(t *testing.T) {
 			wantCode: 403, wantInErr: "only by the courier-agent"},
 		{name: "no such row", user: "agent-edge1", row: "app.edge1.secret.none", body: report("app.edge1.secret.none", courier.CopyPhaseSynced, "2s"),
 			wantCode: 404},
+		{name: "Denied on a row the view did not deny", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseDenied, "2s"),
+			wantCode: 422, wantInErr: "Denied is reported only with a note on a row Courier's view made Denied"},
+		{name: "a note on a Denied row", user: "agent-edge1", row: "app.edge1.secret.k", body: report("app.edge1.secret.k", courier.CopyPhaseDenied, "2s"),
+			wantRecord: &recorded{types.NamespacedName{Namespace: "fleet-default", Name: "edge1"}, "app.edge1.secret.k",
+				agentreport.Entry{Phase: courier.CopyPhaseDenied, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
 		{name: "unknown phase", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", "Done", "2s"),
 			wantCode: 422, wantInErr: "status.phase"},
 		{name: "bad interval", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseSynced, "often"),
@@ -125,5 +153,28 @@ func TestStatusUpdateIsUpdateOnly(t *testing.T) {
 	}
 	if _, ok := storage.(rest.Patcher); ok {
 		t.Error("the status subresource serves patch")
+	}
+}
+
+// An agent's new note on a Denied row is told once (the replica that
+// keeps the report records the Event); the same note again, or a report
+// of any other row, is not.
+func TestStatusUpdateTellsNewNotes(t *testing.T) {
+	rep, notes := &fakeReporter{}, &fakeNotes{}
+	r := newStatusRESTWithNotes(rep, notes)
+	send := func(row string, phase courier.CopyPhase) {
+		t.Helper()
+		if _, _, err := r.Update(asUser("agent-edge1"), row, report(row, phase, "2s"), nil, nil, false, &metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("Update %s: %v", row, err)
+		}
+	}
+	send("app.edge1.secret.s", courier.CopyPhaseSynced) // the positive control's neighbour: no note
+	send("app.edge1.secret.k", courier.CopyPhaseDenied)
+	send("app.edge1.secret.k", courier.CopyPhaseDenied)
+	if want := []string{"app.edge1.secret.k copied"}; !slices.Equal(notes.noted, want) {
+		t.Errorf("noted %q, want %q", notes.noted, want)
+	}
+	if len(rep.calls) != 3 {
+		t.Errorf("%d reports recorded, want 3", len(rep.calls))
 	}
 }
