@@ -112,6 +112,9 @@ func (r *reports) Record(_ context.Context, c types.NamespacedName, row string, 
 	return nil
 }
 
+// Holds: a report never holds what an agent sends (every report is new).
+func (r *reports) Holds(types.NamespacedName, string, agentreport.Entry) bool { return false }
+
 func testServerWithReports(t testing.TB) (http.Handler, *reports) {
 	t.Helper()
 	rep := &reports{}
