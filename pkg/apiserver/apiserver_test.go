@@ -31,7 +31,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // sources serves one Secret and one ConfigMap in fleet-default.

@@ -25,14 +25,14 @@ var rules = []rule{
 	// server's view, registry, API server or authorizer.
 	// Nor any API server library or etcd client, which a downstream cluster
 	// has no use for: the agent is a client of two clusters.
-	{pkg: "cmd/agent", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/apiserver", "pkg/agentauth"},
+	{pkg: "cmd/agent", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/memstore", "pkg/apiserver", "pkg/agentauth"},
 		thirdParty: []string{"k8s.io/apiserver/...", "go.etcd.io/..."}},
 	// The engine is fed by the view through copycontract; it does not
 	// import it, nor the store the view writes.
-	{pkg: "pkg/engine", forbidden: []string{"pkg/copyview", "pkg/registry/..."}},
+	{pkg: "pkg/engine", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/memstore"}},
 	// Sharding decides who delivers; the engine will ask it, never the
 	// other way round, and it knows nothing of rows or their store.
-	{pkg: "pkg/sharding", forbidden: []string{"pkg/engine", "pkg/copyview", "pkg/registry/..."}},
+	{pkg: "pkg/sharding", forbidden: []string{"pkg/engine", "pkg/copyview", "pkg/registry/...", "pkg/memstore"}},
 }
 
 // contractImports are what pkg/copycontract, a leaf, may import besides

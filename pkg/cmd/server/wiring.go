@@ -34,8 +34,8 @@ import (
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
 	"github.com/courier-dev/courier/pkg/internal/kubeproto"
+	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
