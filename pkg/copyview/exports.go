@@ -10,6 +10,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // The view alone decides that a source may not be exported
@@ -95,7 +96,7 @@ func (x *exportCheck) denied() []exportpolicy.Verdict {
 // deny makes row a Denied row: its copy is not delivered.
 func deny(row *courier.DownstreamCopy, v exportpolicy.Verdict) {
 	row.Labels[courier.LabelDeliver] = "false"
-	row.Status = status(courier.CopyPhaseDenied, fmt.Sprintf(
+	row.Status = rowstatus.New(courier.CopyPhaseDenied, fmt.Sprintf(
 		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed, also one written with keepResources", v.Message, row.Spec.Cluster))
 }
 

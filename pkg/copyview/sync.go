@@ -14,6 +14,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/memstore"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 	"github.com/courier-dev/courier/pkg/targeting"
 )
 
@@ -121,7 +122,7 @@ func (c *Controller) refreshRows(op types.NamespacedName, keys map[string]bool) 
 
 // restatedRow returns a new row for the delivered row stored under key:
 // the stored one's metadata and spec (shared with the store, and so never
-// to be changed in place), a status of its own from baseStatus. ok is
+// to be changed in place), a status of its own from rowstatus.Base. ok is
 // false when no such row is stored, or it is not delivered (a Denied
 // row's status is the view's own). UpsertOwned keeps it as it is: its
 // caller must not change it after.
@@ -132,7 +133,7 @@ func (c *Controller) restatedRow(key string) (*courier.DownstreamCopy, bool) {
 		return nil, false
 	}
 	r := *stored
-	r.Status = baseStatus(r.Namespace, r.Spec)
+	r.Status = rowstatus.Base(r.Namespace, r.Spec)
 	return &r, true
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
-	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/memstore"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // Reporter keeps what agents report (agentreport.Store).
@@ -66,7 +66,7 @@ func (r *StatusREST) Destroy() {}
 
 // Update implements rest.Updater: it records the agent's report and
 // returns the row with the status it will show with this report
-// (copyview.ReportedStatus): the reported one, unless the view decided
+// (rowstatus.Reported): the reported one, unless the view decided
 // the row's phase itself (Invalid, SourceMissing, Denied, Kept,
 // Deleting). The row as listed shows it once every replica's view has
 // read the report, within moments.
@@ -103,7 +103,7 @@ func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.Updat
 	}
 	// The answer is the row as the view will show it with this report,
 	// composed by the view's one composer.
-	row.Status = copyview.ReportedStatus(row, copycontract.Status{Phase: entry.Phase, Message: entry.Message,
+	row.Status = rowstatus.Reported(row, copycontract.Status{Phase: entry.Phase, Message: entry.Message,
 		SyncedResourceVersion: entry.SyncedResourceVersion, LastSyncTime: entry.LastSyncTime})
 	return row, false, nil
 }
