@@ -6,8 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	clusterdelivery "github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/rowstatus"
@@ -34,11 +34,11 @@ import (
 // that Cluster's rows, never every row.
 
 // Reports are what the agents of pulled Clusters reported
-// (agentreport.Store).
+// (clusterstatus.Store).
 type Reports interface {
 	// Report returns the last report of a Cluster's agent; it must not be
 	// modified.
-	Report(cluster types.NamespacedName) (*agentreport.Report, bool)
+	Report(cluster types.NamespacedName) (*clusterstatus.Report, bool)
 	// Leftovers returns one owner's leftover copies that the deliverers of
 	// pushed Clusters published, at a cost of that owner's leftovers.
 	Leftovers(owner types.NamespacedName) []copycontract.Leftover
@@ -118,7 +118,7 @@ func (c *Controller) published(r *courier.DownstreamCopy) (copycontract.Status, 
 }
 
 // entryStatus is the record an entry of a Cluster's status object holds.
-func entryStatus(e agentreport.Entry) copycontract.Status {
+func entryStatus(e clusterstatus.Entry) copycontract.Status {
 	st := copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
 	if e.LastSyncTime != nil {
 		t := *e.LastSyncTime
@@ -133,7 +133,7 @@ func entryStatus(e agentreport.Entry) copycontract.Status {
 func (c *Controller) reported(r *courier.DownstreamCopy, user string) rowstatus.Delivery {
 	cluster := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster}
 	agent := &rowstatus.Agent{User: user, Cluster: cluster}
-	var rep *agentreport.Report
+	var rep *clusterstatus.Report
 	if c.inputs.Reports != nil {
 		rep, _ = c.inputs.Reports.Report(cluster)
 	}

@@ -22,7 +22,7 @@ import (
 //     the Kept or Deleting the engine found;
 //   - the deliverer's record of the row: the engine's copycontract.Status
 //     for a pushed Cluster this replica delivers to, the entry its
-//     deliverer published (agentreport.Store.Publish) for one it does not,
+//     deliverer published (clusterstatus.Store.Publish) for one it does not,
 //     the entry its agent reported for a pulled one, or none;
 //   - for a pulled Cluster, how its agent's reports stand: heard within
 //     its deadline, awaited (nothing yet), silent (heard, then nothing for

@@ -12,19 +12,19 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
-// Reporter keeps what agents report (agentreport.Store).
+// Reporter keeps what agents report (clusterstatus.Store).
 type Reporter interface {
-	Record(ctx context.Context, cluster types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error
+	Record(ctx context.Context, cluster types.NamespacedName, row string, e clusterstatus.Entry, interval time.Duration) error
 }
 
-var _ Reporter = &agentreport.Store{}
+var _ Reporter = &clusterstatus.Store{}
 
 // StatusREST serves downstreamcopies/<row>/status, update only (docs/design.md#pull-delivery):
 // the courier-agent of a pulled Cluster reports each row's outcome
@@ -38,7 +38,7 @@ var _ Reporter = &agentreport.Store{}
 //
 // Only the status fields phase, message, syncedResourceVersion and
 // lastSyncTime, and the annotation courier.dev/report-interval, are read
-// from the request (agentreport.FromStatusUpdate); the rest of the object,
+// from the request (clusterstatus.FromStatusUpdate); the rest of the object,
 // resourceVersion included, is ignored: the agent is the row status's only
 // writer, and the last report wins. There is no get (and so no patch): the
 // row itself is read from downstreamcopies.
@@ -91,7 +91,7 @@ func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.Updat
 	if !ok {
 		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not a DownstreamCopy: %T", obj))
 	}
-	entry, interval, errs := agentreport.FromStatusUpdate(in)
+	entry, interval, errs := clusterstatus.FromStatusUpdate(in)
 	if len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(courier.Kind("DownstreamCopy"), name, errs)
 	}

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/memstore"
 )
 
@@ -21,7 +21,7 @@ import (
 type recorded struct {
 	cluster  types.NamespacedName
 	row      string
-	entry    agentreport.Entry
+	entry    clusterstatus.Entry
 	interval time.Duration
 }
 
@@ -30,7 +30,7 @@ type fakeReporter struct {
 	err   error
 }
 
-func (f *fakeReporter) Record(_ context.Context, c types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error {
+func (f *fakeReporter) Record(_ context.Context, c types.NamespacedName, row string, e clusterstatus.Entry, interval time.Duration) error {
 	f.calls = append(f.calls, recorded{c, row, e, interval})
 	return f.err
 }
@@ -71,10 +71,10 @@ func TestStatusUpdate(t *testing.T) {
 	}{
 		{name: "the agent reports its row", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseSynced, "2s"),
 			wantRecord: &recorded{types.NamespacedName{Namespace: "fleet-default", Name: "edge1"}, "app.edge1.secret.s",
-				agentreport.Entry{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
+				clusterstatus.Entry{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
 		{name: "no interval: 30s", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseForbidden, ""),
 			wantRecord: &recorded{types.NamespacedName{Namespace: "fleet-default", Name: "edge1"}, "app.edge1.secret.s",
-				agentreport.Entry{Phase: courier.CopyPhaseForbidden, Message: "copied", SyncedResourceVersion: "71"}, 30 * time.Second}},
+				clusterstatus.Entry{Phase: courier.CopyPhaseForbidden, Message: "copied", SyncedResourceVersion: "71"}, 30 * time.Second}},
 		{name: "another Cluster's row", user: "agent-edge1", row: "app.edge2.secret.s", body: report("app.edge2.secret.s", courier.CopyPhaseSynced, "2s"),
 			wantCode: 403, wantInErr: "only by the courier-agent of its Cluster fleet-default/edge2"},
 		{name: "a cluster-admin", user: "admin", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseSynced, "2s"),
