@@ -5,13 +5,12 @@ package main
 import (
 	"os"
 
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
 
 	"github.com/courier-dev/courier/pkg/agent/app"
 )
 
 func main() {
-	ctx := genericapiserver.SetupSignalContext()
+	ctx := signalContext()
 	os.Exit(cli.Run(app.NewCommand(ctx, app.NewOptions())))
 }

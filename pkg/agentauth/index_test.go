@@ -11,7 +11,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 func cluster(ns, name, agent string) *fleet.Cluster {

@@ -19,10 +19,10 @@ import (
 	"github.com/courier-dev/courier/pkg/agentwatch"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopysummary"
 	"github.com/courier-dev/courier/pkg/registry/courier/fieldcopy"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
 // ExtraConfig holds what Courier adds to the generic server configuration:

@@ -27,11 +27,11 @@ import (
 	baseversion "k8s.io/component-base/version"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	courieropenapi "github.com/courier-dev/courier/pkg/generated/openapi"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // sources serves one Secret and one ConfigMap in fleet-default.
@@ -105,7 +105,7 @@ type reports struct {
 	calls []string
 }
 
-func (r *reports) Record(_ context.Context, c types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error {
+func (r *reports) Record(_ context.Context, c types.NamespacedName, row string, e clusterstatus.Entry, interval time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, fmt.Sprintf("%s %s %s %q %s", c, row, e.Phase, e.Message, interval))
@@ -113,7 +113,7 @@ func (r *reports) Record(_ context.Context, c types.NamespacedName, row string, 
 }
 
 // Holds: a report never holds what an agent sends (every report is new).
-func (r *reports) Holds(types.NamespacedName, string, agentreport.Entry) bool { return false }
+func (r *reports) Holds(types.NamespacedName, string, clusterstatus.Entry) bool { return false }
 
 func testServerWithReports(t testing.TB) (http.Handler, *reports) {
 	t.Helper()

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 func dcRow(owner courier.CopyOwner, cluster, srcRV string, phase courier.CopyPhase, syncedRV string) *courier.DownstreamCopy {

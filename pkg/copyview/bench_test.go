@@ -14,6 +14,7 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // The view at the designed scale (docs/design.md#scale): 10,000 rows in one workspace, laid out two
@@ -102,7 +103,7 @@ func (f *fixture) wholeRecompute() {
 	}
 	for _, r := range rows {
 		if st, ok := f.engine.Status(rowKey(r)); ok {
-			r.Status = compose(r.Status, r.Spec.Cluster, delivery{record: &st})
+			r.Status = rowstatus.Compose(r.Status, r.Spec.Cluster, rowstatus.Delivery{Record: &st})
 		}
 	}
 	rows = withLeftovers(rows, nil)

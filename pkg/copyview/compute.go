@@ -28,6 +28,7 @@ import (
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 	"github.com/courier-dev/courier/pkg/targeting"
 )
 
@@ -89,7 +90,7 @@ type Problem struct {
 
 // ComputeHelmOp returns one HelmOp's rows, sorted by name: one per Cluster
 // of its namespace that it targets and resource listed for that Cluster,
-// with the phase Courier can tell without a copy engine (baseStatus):
+// with the phase Courier can tell without a copy engine (rowstatus.Base):
 // Invalid for entries that cannot be copied, SourceMissing when the source
 // does not exist, Denied when it may not be exported, else Pending. Its
 // cost is that of targeting the Clusters of one namespace and looking up
@@ -232,48 +233,11 @@ func rowFor(in Inputs, exports *exportCheck, o *owner, m targeting.Match, res fl
 			return nil, err
 		}
 	}
-	row.Status = baseStatus(row.Namespace, row.Spec)
+	row.Status = rowstatus.Base(row.Namespace, row.Spec)
 	if verdict.Denied() && copycontract.Copyable(row.Spec) {
 		deny(row, verdict)
 	}
 	return row, nil
-}
-
-// baseStatus is a row's status from its spec alone, before anything the
-// engine recorded, by the contract's rules: Invalid for a spec no copy can
-// be written for (copycontract.Invalid), SourceMissing when the source
-// does not exist, else Pending (copycontract.Copyable).
-func baseStatus(namespace string, spec courier.DownstreamCopySpec) courier.DownstreamCopyStatus {
-	if why := copycontract.Invalid(spec); why != "" {
-		return status(courier.CopyPhaseInvalid, why)
-	}
-	kind, _ := copycontract.SupportedKind(spec.Source.Kind)
-	// Concatenated, not formatted: every row of a changed source gets its
-	// base status on every replica, and fmt was most of its cost.
-	source := kind + " " + namespace + "/" + spec.Source.Name
-	if copycontract.SourceMissing(spec) {
-		return status(courier.CopyPhaseSourceMissing, source+" does not exist")
-	}
-	return status(courier.CopyPhasePending, source+" is not copied to cluster "+spec.Cluster+" yet")
-}
-
-// status returns a status with the given phase and a Ready condition that
-// says the same. LastTransitionTime is filled in by whoever keeps history.
-func status(phase courier.CopyPhase, message string) courier.DownstreamCopyStatus {
-	ready := metav1.ConditionFalse
-	if phase == courier.CopyPhaseSynced || phase == courier.CopyPhaseKept {
-		ready = metav1.ConditionTrue
-	}
-	return courier.DownstreamCopyStatus{
-		Phase:   phase,
-		Message: message,
-		Conditions: []metav1.Condition{{
-			Type:    courier.ConditionReady,
-			Status:  ready,
-			Reason:  string(phase),
-			Message: message,
-		}},
-	}
 }
 
 // helmOpName is spec.helmOp of an owner's rows: the HelmOp's name, empty

@@ -16,6 +16,7 @@ import (
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // inputsFrom builds Inputs over indexers holding the given objects, the way
@@ -293,7 +294,7 @@ func TestInvalidDestinationNamespace(t *testing.T) {
 		if got := copycontract.Copyable(spec); got != want {
 			t.Errorf("Copyable with namespace %q = %v, want %v", ns, got, want)
 		}
-		st := baseStatus("ws", spec)
+		st := rowstatus.Base("ws", spec)
 		if want && st.Phase != courier.CopyPhasePending {
 			t.Errorf("namespace %q: %s %q, want Pending", ns, st.Phase, st.Message)
 		}

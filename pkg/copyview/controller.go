@@ -19,7 +19,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // workers is how many HelmOps are synced at once.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // Engine is the copy engine as the view sees it: it is told each HelmOp's
@@ -72,9 +73,9 @@ func leftoverRow(l copycontract.Leftover) *courier.DownstreamCopy {
 			KeepResources: l.Keep,
 		},
 	}
-	base := status(l.Phase, l.Message)
+	base := rowstatus.New(l.Phase, l.Message)
 	base.SyncedResourceVersion = l.SyncedResourceVersion
-	row.Status = compose(base, l.Cluster, delivery{})
+	row.Status = rowstatus.Compose(base, l.Cluster, rowstatus.Delivery{})
 	return row
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // Copies no row wants any more are shown as rows of their own, Kept or
@@ -16,7 +17,7 @@ import (
 func TestWithLeftovers(t *testing.T) {
 	op := types.NamespacedName{Namespace: "fleet-default", Name: "app"}
 	wanted := &courier.DownstreamCopy{ObjectMeta: metav1.ObjectMeta{Namespace: op.Namespace, Name: RowName("app", "c1", "Secret", "db")},
-		Status: status(courier.CopyPhaseSynced, "the copy matches its source")}
+		Status: rowstatus.New(courier.CopyPhaseSynced, "the copy matches its source")}
 	leftovers := []copycontract.Leftover{
 		{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: "db", TargetNamespace: "old-apps", Phase: courier.CopyPhaseDeleting, Message: "left in the previous namespace"},
 		{HelmOp: op, Cluster: "c1", Kind: "Secret", Name: "kept", TargetNamespace: "apps", Keep: true, SyncedResourceVersion: "7", Phase: courier.CopyPhaseKept, Message: "kept"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/exportpolicy"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // The view alone decides that a source may not be exported
@@ -103,7 +104,7 @@ func deny(row *courier.DownstreamCopy, v exportpolicy.Verdict) {
 
 // deniedStatus is the view's status of a Denied row for cluster.
 func deniedStatus(cluster string, v exportpolicy.Verdict) courier.DownstreamCopyStatus {
-	return status(courier.CopyPhaseDenied, fmt.Sprintf(
+	return rowstatus.New(courier.CopyPhaseDenied, fmt.Sprintf(
 		"%s; nothing is written to cluster %s, and a copy Courier made there before is removed, also one written with keepResources", v.Message, cluster))
 }
 

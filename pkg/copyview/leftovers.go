@@ -10,7 +10,7 @@ import (
 // delivers to their Cluster, and every replica shows their rows (docs/design.md#scale-out):
 // the engine's own for the pushed Clusters this replica
 // delivers to, what the deliverer published in the Cluster's status
-// object (agentreport.Store.Publish, key _leftovers) for the pushed
+// object (clusterstatus.Store.Publish, key _leftovers) for the pushed
 // Clusters it does not, or has not swept since it gained them
 // (Engine.LeftoversKnown: until its first sweep it shows its predecessor's
 // word, as for a row's status). Which one is decided by the engine, as

@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
@@ -28,7 +28,7 @@ func TestPushedRowsShowTheDeliverersWord(t *testing.T) {
 	// this replica's own record.
 	synced := metav1.NewTime(clk.Now().Add(-time.Hour))
 	reports.mu.Lock()
-	reports.reports[pushedC2] = &agentreport.Report{Cluster: pushedC2, Rows: map[string]agentreport.Entry{
+	reports.reports[pushedC2] = &clusterstatus.Report{Cluster: pushedC2, Rows: map[string]clusterstatus.Entry{
 		creds: {Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &synced}}}
 	reports.mu.Unlock()
 	f.engine.setElsewhere("fleet-default/c2", true)
@@ -80,7 +80,7 @@ func TestLeftoverRowsShowTheDeliverersWord(t *testing.T) {
 	// Positive control: this replica delivers to c2, its engine found the
 	// copy kept, and the object says otherwise: the engine's word shows.
 	reports.mu.Lock()
-	reports.reports[pushedC2] = &agentreport.Report{Cluster: pushedC2, Leftovers: []copycontract.Leftover{kept("published")}}
+	reports.reports[pushedC2] = &clusterstatus.Report{Cluster: pushedC2, Leftovers: []copycontract.Leftover{kept("published")}}
 	reports.mu.Unlock()
 	f.engine.setLeftovers(appOp, kept("the engine's"))
 	f.c.StatusChanged([]copycontract.StatusChange{{HelmOp: appOp, Leftovers: true}})
@@ -115,7 +115,7 @@ func TestLeftoverRowsShowTheDeliverersWord(t *testing.T) {
 	// the owner told is synced again (not recomputed).
 	f.engine.takeCalls()
 	reports.mu.Lock()
-	reports.reports[pushedC2] = &agentreport.Report{Cluster: pushedC2}
+	reports.reports[pushedC2] = &clusterstatus.Report{Cluster: pushedC2}
 	reports.mu.Unlock()
 	f.c.LeftoversChanged(appOp)
 	f.drain()
@@ -130,7 +130,7 @@ func TestLeftoverRowsShowTheDeliverersWord(t *testing.T) {
 	pulled := kept("of a pulled Cluster")
 	pulled.Cluster = pulledC1.Name
 	reports.mu.Lock()
-	reports.reports[pulledC1] = &agentreport.Report{Cluster: pulledC1, Leftovers: []copycontract.Leftover{pulled}}
+	reports.reports[pulledC1] = &clusterstatus.Report{Cluster: pulledC1, Leftovers: []copycontract.Leftover{pulled}}
 	reports.mu.Unlock()
 	f.engine.setElsewhere("fleet-default/c1", true)
 	f.c.LeftoversChanged(appOp)

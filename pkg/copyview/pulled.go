@@ -6,10 +6,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	clusterdelivery "github.com/courier-dev/courier/pkg/delivery"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // Pulled Clusters (docs/design.md#pull-delivery): a Cluster with the courier.dev/agent-user
@@ -27,17 +28,17 @@ import (
 //     Unreachable, saying when it was last heard (RFC 3339).
 //
 // The phases the view computes itself (Invalid, SourceMissing, Denied)
-// keep precedence, as over the engine's record (see compose). A report change
+// keep precedence, as over the engine's record (see rowstatus.Compose). A report change
 // re-overlays only its Cluster's rows, and a timer at each Cluster's
 // deadline does the same when the heartbeat runs out: the cost of both is
 // that Cluster's rows, never every row.
 
 // Reports are what the agents of pulled Clusters reported
-// (agentreport.Store).
+// (clusterstatus.Store).
 type Reports interface {
 	// Report returns the last report of a Cluster's agent; it must not be
 	// modified.
-	Report(cluster types.NamespacedName) (*agentreport.Report, bool)
+	Report(cluster types.NamespacedName) (*clusterstatus.Report, bool)
 	// Leftovers returns one owner's leftover copies that the deliverers of
 	// pushed Clusters published, at a cost of that owner's leftovers.
 	Leftovers(owner types.NamespacedName) []copycontract.Leftover
@@ -70,7 +71,7 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 }
 
 // delivery returns what a computed row's deliverer says of it, for
-// compose: its agent's report for a pulled Cluster's row; for a pushed
+// rowstatus.Compose: its agent's report for a pulled Cluster's row; for a pushed
 // one, the engine's record when this replica delivers to the Cluster and
 // has one, else what the deliverer published. So a replica that just
 // gained a Cluster shows the previous deliverer's last word until its own
@@ -78,24 +79,24 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 // Cluster never shows its own guess. Without sharding a follower that
 // still observes shows its own record only for rows the leader has not
 // published.
-func (c *Controller) delivery(r *courier.DownstreamCopy) delivery {
+func (c *Controller) delivery(r *courier.DownstreamCopy) rowstatus.Delivery {
 	if user, pulled := c.agentUser(r.Namespace, r.Spec.Cluster); pulled {
 		return c.reported(r, user)
 	}
 	if c.engine == nil {
-		return delivery{}
+		return rowstatus.Delivery{}
 	}
 	own, recorded := c.engine.Status(rowKey(r))
 	if recorded && c.engine.Delivers(r.Namespace+"/"+r.Spec.Cluster) {
-		return delivery{record: &own}
+		return rowstatus.Delivery{Record: &own}
 	}
 	if st, ok := c.published(r); ok {
-		return delivery{record: &st, fromReplica: true}
+		return rowstatus.Delivery{Record: &st, FromReplica: true}
 	}
 	if recorded {
-		return delivery{record: &own} // a follower observing, without sharding
+		return rowstatus.Delivery{Record: &own} // a follower observing, without sharding
 	}
-	return delivery{fromReplica: !c.engine.Delivers(r.Namespace + "/" + r.Spec.Cluster)}
+	return rowstatus.Delivery{FromReplica: !c.engine.Delivers(r.Namespace + "/" + r.Spec.Cluster)}
 }
 
 // published returns what the deliverer of a pushed Cluster's row published
@@ -117,7 +118,7 @@ func (c *Controller) published(r *courier.DownstreamCopy) (copycontract.Status, 
 }
 
 // entryStatus is the record an entry of a Cluster's status object holds.
-func entryStatus(e agentreport.Entry) copycontract.Status {
+func entryStatus(e clusterstatus.Entry) copycontract.Status {
 	st := copycontract.Status{Phase: e.Phase, Message: e.Message, SyncedResourceVersion: e.SyncedResourceVersion}
 	if e.LastSyncTime != nil {
 		t := *e.LastSyncTime
@@ -129,42 +130,42 @@ func entryStatus(e agentreport.Entry) copycontract.Status {
 // reported is a pulled Cluster's row's delivery from its agent's report.
 // While the heartbeat is fresh it makes sure the Cluster's rows are
 // looked at again when it runs out.
-func (c *Controller) reported(r *courier.DownstreamCopy, user string) delivery {
+func (c *Controller) reported(r *courier.DownstreamCopy, user string) rowstatus.Delivery {
 	cluster := types.NamespacedName{Namespace: r.Namespace, Name: r.Spec.Cluster}
-	agent := &agentState{user: user, cluster: cluster}
-	var rep *agentreport.Report
+	agent := &rowstatus.Agent{User: user, Cluster: cluster}
+	var rep *clusterstatus.Report
 	if c.inputs.Reports != nil {
 		rep, _ = c.inputs.Reports.Report(cluster)
 	}
 	if rep == nil || rep.Heartbeat.LastHeard.IsZero() {
-		agent.since = c.pulledSince(cluster, user)
-		due := agent.since.Add(agentreport.MissedIntervals * agentreport.DefaultInterval)
-		if agent.overdue = !c.clock.Now().Before(due); !agent.overdue {
+		agent.Since = c.pulledSince(cluster, user)
+		due := agent.Since.Add(rowstatus.MissedIntervals * rowstatus.DefaultInterval)
+		if agent.Overdue = !c.clock.Now().Before(due); !agent.Overdue {
 			c.scheduleDeadline(cluster, due)
 		}
-		return delivery{agent: agent}
+		return rowstatus.Delivery{Agent: agent}
 	}
 	c.forgetPulled(cluster)
-	agent.lastHeard, agent.interval = rep.Heartbeat.LastHeard.Time, rep.Heartbeat.Interval.Duration
-	d := delivery{agent: agent}
+	agent.LastHeard, agent.Interval = rep.Heartbeat.LastHeard.Time, rep.Heartbeat.Interval.Duration
+	d := rowstatus.Delivery{Agent: agent}
 	if e, ok := rep.Rows[r.Name]; ok {
 		st := entryStatus(e)
-		d.record = &st
+		d.Record = &st
 	}
 	due := rep.Deadline()
-	if agent.overdue = !c.clock.Now().Before(due); !agent.overdue {
+	if agent.Overdue = !c.clock.Now().Before(due); !agent.Overdue {
 		c.scheduleDeadline(cluster, due)
 	}
 	return d
 }
 
 // composeRow gives a computed row, whose status is its base, the status
-// compose makes of it with what its deliverer says, and reports whether
+// rowstatus.Compose makes of it with what its deliverer says, and reports whether
 // its Cluster is pulled (its deliverer is an agent).
 func (c *Controller) composeRow(r *courier.DownstreamCopy) (pulled bool) {
 	d := c.delivery(r)
-	r.Status = compose(r.Status, r.Spec.Cluster, d)
-	return d.agent != nil
+	r.Status = rowstatus.Compose(r.Status, r.Spec.Cluster, d)
+	return d.Agent != nil
 }
 
 // pulledSince returns when the view first saw a pulled Cluster with this

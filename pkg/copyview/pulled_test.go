@@ -11,19 +11,20 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // fakeReports holds reports the test sets.
 type fakeReports struct {
 	mu      sync.Mutex
-	reports map[types.NamespacedName]*agentreport.Report
+	reports map[types.NamespacedName]*clusterstatus.Report
 }
 
-func (f *fakeReports) Report(c types.NamespacedName) (*agentreport.Report, bool) {
+func (f *fakeReports) Report(c types.NamespacedName) (*clusterstatus.Report, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.reports[c]
@@ -47,11 +48,11 @@ func (f *fakeReports) Leftovers(owner types.NamespacedName) []copycontract.Lefto
 	return out
 }
 
-func (f *fakeReports) set(c types.NamespacedName, heard time.Time, interval time.Duration, rows map[string]agentreport.Entry) {
+func (f *fakeReports) set(c types.NamespacedName, heard time.Time, interval time.Duration, rows map[string]clusterstatus.Entry) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reports[c] = &agentreport.Report{Cluster: c, Rows: rows,
-		Heartbeat: agentreport.Heartbeat{LastHeard: metav1.NewMicroTime(heard), Interval: metav1.Duration{Duration: interval}}}
+	f.reports[c] = &clusterstatus.Report{Cluster: c, Rows: rows,
+		Heartbeat: clusterstatus.Heartbeat{LastHeard: metav1.NewMicroTime(heard), Interval: metav1.Duration{Duration: interval}}}
 }
 
 var pulledC1 = types.NamespacedName{Namespace: "fleet-default", Name: "c1"}
@@ -67,7 +68,7 @@ func newPulledFixture(t *testing.T) (*fixture, *fakeReports, *clocktesting.FakeC
 		c1, cluster("c2", nil), defaultGroup, source("Secret", "creds", "7"),
 	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	reports := &fakeReports{reports: map[types.NamespacedName]*agentreport.Report{}}
+	reports := &fakeReports{reports: map[types.NamespacedName]*clusterstatus.Report{}}
 	f := &fixture{t: t, caches: newCaches(t, objs...), engine: newFakeEngine(),
 		store: memstore.New[*courier.DownstreamCopy](memstore.WithInitialResourceVersion(1000))}
 	_, f.ctx = ktesting.NewTestContext(t)
@@ -105,7 +106,7 @@ func TestPulledRowsShowTheAgentsReport(t *testing.T) {
 
 	synced := metav1.NewTime(clk.Now())
 	heard := clk.Now()
-	reports.set(pulledC1, heard, 2*time.Second, map[string]agentreport.Entry{
+	reports.set(pulledC1, heard, 2*time.Second, map[string]clusterstatus.Entry{
 		creds:                   {Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &synced},
 		"app.c1.secret.absent":  {Phase: courier.CopyPhaseSynced, SyncedResourceVersion: "3"},
 		"app.c1.deployment.web": {Phase: courier.CopyPhaseSynced},
@@ -148,7 +149,7 @@ func TestPulledRowsShowTheAgentsReport(t *testing.T) {
 	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhaseConflict, "from the engine")
 
 	// The agent is back.
-	reports.set(pulledC1, clk.Now(), 2*time.Second, map[string]agentreport.Entry{creds: {Phase: courier.CopyPhaseSynced, Message: "again"}})
+	reports.set(pulledC1, clk.Now(), 2*time.Second, map[string]clusterstatus.Entry{creds: {Phase: courier.CopyPhaseSynced, Message: "again"}})
 	f.c.ReportChanged(pulledC1)
 	f.drain()
 	wantPhase(t, f, creds, courier.CopyPhaseSynced, "again")
@@ -160,7 +161,7 @@ func TestPulledRowsShowTheAgentsReport(t *testing.T) {
 
 func TestPulledRowWithoutEntryWaits(t *testing.T) {
 	f, reports, clk := newPulledFixture(t)
-	reports.set(pulledC1, clk.Now(), 30*time.Second, map[string]agentreport.Entry{})
+	reports.set(pulledC1, clk.Now(), 30*time.Second, map[string]clusterstatus.Entry{})
 	f.c.ReportChanged(pulledC1)
 	f.drain()
 	wantPhase(t, f, "app.c1.secret.creds", courier.CopyPhasePending, "waiting for the courier-agent agent-c1")
@@ -202,7 +203,7 @@ func TestPulledAgentThatNeverReports(t *testing.T) {
 			"when the Cluster was seen pulled; Unreachable after 1m30s without a report")
 	rv := f.rv()
 
-	clk.Step(agentreport.MissedIntervals*agentreport.DefaultInterval - time.Millisecond)
+	clk.Step(rowstatus.MissedIntervals*rowstatus.DefaultInterval - time.Millisecond)
 	if f.c.queue.Len() != 0 {
 		t.Fatal("the first report's deadline fired early")
 	}
@@ -224,7 +225,7 @@ func TestPulledAgentThatNeverReports(t *testing.T) {
 	}
 
 	// The agent reports at last: its report shows, and the wait is over.
-	reports.set(pulledC1, clk.Now(), 2*time.Second, map[string]agentreport.Entry{creds: {Phase: courier.CopyPhaseSynced, Message: "copied"}})
+	reports.set(pulledC1, clk.Now(), 2*time.Second, map[string]clusterstatus.Entry{creds: {Phase: courier.CopyPhaseSynced, Message: "copied"}})
 	f.c.ReportChanged(pulledC1)
 	f.drain()
 	wantPhase(t, f, creds, courier.CopyPhaseSynced, "copied")

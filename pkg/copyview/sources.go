@@ -11,6 +11,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // A source that changes (a new resourceVersion of a Secret or ConfigMap
@@ -88,7 +89,7 @@ func (c *Controller) syncSources(ctx context.Context, op types.NamespacedName, s
 		}
 		r := *stored // the spec is values; the metadata stays the store's, unchanged
 		r.Spec.Source.ResourceVersion = rv
-		r.Status = baseStatus(r.Namespace, r.Spec)
+		r.Status = rowstatus.Base(r.Namespace, r.Spec)
 		rows = append(rows, &r)
 	}
 	if len(rows) == 0 {

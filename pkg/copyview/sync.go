@@ -13,7 +13,8 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 	"github.com/courier-dev/courier/pkg/targeting"
 )
 
@@ -136,7 +137,7 @@ func (c *Controller) isDenied(key string) bool {
 
 // restatedRow returns a new row for the row stored under key: the stored
 // one's metadata and spec (shared with the store, and so never to be
-// changed in place), a status of its own from baseStatus, or for a
+// changed in place), a status of its own from rowstatus.Base, or for a
 // Denied row from its source's verdict (restatedDenied). ok is false when
 // no such row is stored, or it is a leftover copy's. UpsertOwned keeps it
 // as it is: its caller must not change it after.
@@ -153,7 +154,7 @@ func (c *Controller) restatedRow(key string) (*courier.DownstreamCopy, bool) {
 		return c.restatedDenied(stored)
 	}
 	r := *stored
-	r.Status = baseStatus(r.Namespace, r.Spec)
+	r.Status = rowstatus.Base(r.Namespace, r.Spec)
 	return &r, true
 }
 

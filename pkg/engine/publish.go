@@ -22,7 +22,7 @@ func (e *Engine) LeftoversKnown(clusterKey string) bool {
 // publish hands Config.Publish the statuses recorded for every row of a
 // pushed Cluster this replica delivers to, after a pass over it. It is
 // called after every pass, changed or not: the receiver writes only what
-// differs from what is upstream (agentreport.Store.Publish), so a pass
+// differs from what is upstream (clusterstatus.Store.Publish), so a pass
 // that changed nothing costs a comparison, and a pass that changed every
 // row of the Cluster one write for the Cluster. A replica that does not
 // deliver to the Cluster (it lost the bucket during the pass, or never

@@ -37,7 +37,7 @@ import (
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
 	"github.com/courier-dev/courier/pkg/fieldcopy/rules"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // Resolver turns RESOURCE[.VERSION[.GROUP]] into a served resource;

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // A rule whose path is 5,000 levels deep (the chaos catalogue's) is

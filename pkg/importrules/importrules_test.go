@@ -14,59 +14,82 @@ type rule struct {
 	// forbidden are import paths relative to the module; one ending in
 	// "/..." forbids that package and every package under it.
 	forbidden []string
+	// thirdParty are whole import paths outside the module, read the same
+	// way.
+	thirdParty []string
 }
 
 // rules are the edges docs/design.md ("Data flows one way") rules out.
 var rules = []rule{
 	// The agent runs the engine in a downstream cluster: nothing of the
 	// server's view, registry, API server or authorizer.
-	{pkg: "cmd/agent", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/apiserver", "pkg/agentauth"}},
+	// Nor any API server library or etcd client, which a downstream cluster
+	// has no use for: the agent is a client of two clusters.
+	{pkg: "cmd/agent", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/memstore", "pkg/apiserver", "pkg/agentauth"},
+		thirdParty: []string{"k8s.io/apiserver/...", "go.etcd.io/..."}},
 	// The engine is fed by the view through copycontract; it does not
 	// import it, nor the store the view writes.
-	{pkg: "pkg/engine", forbidden: []string{"pkg/copyview", "pkg/registry/..."}},
+	{pkg: "pkg/engine", forbidden: []string{"pkg/copyview", "pkg/registry/...", "pkg/memstore"}},
 	// Sharding decides who delivers; the engine will ask it, never the
 	// other way round, and it knows nothing of rows or their store.
-	{pkg: "pkg/sharding", forbidden: []string{"pkg/engine", "pkg/copyview", "pkg/registry/..."}},
+	{pkg: "pkg/sharding", forbidden: []string{"pkg/engine", "pkg/copyview", "pkg/registry/...", "pkg/memstore"}},
+	// The REST storage takes a row's status rules from pkg/rowstatus, as
+	// the view does; it never imports the view, which sits above it.
+	{pkg: "pkg/registry/...", forbidden: []string{"pkg/copyview"}},
 }
 
-// contractImports are what pkg/copycontract, a leaf, may import besides
-// the standard library.
-var contractImports = []string{module + "/pkg/apis/...", "k8s.io/apimachinery/..."}
+// leaves are packages that may import only the standard library and the
+// import paths listed with them: the contract between the view and the
+// engine, and a row's status rules, which the view and the REST storage
+// share.
+var leaves = map[string][]string{
+	"pkg/copycontract": {module + "/pkg/apis/...", "k8s.io/apimachinery/..."},
+	"pkg/rowstatus":    {module + "/pkg/apis/...", module + "/pkg/copycontract", "k8s.io/apimachinery/..."},
+}
+
+func TestLeaves(t *testing.T) {
+	for pkg, allowed := range leaves {
+		t.Run(pkg, func(t *testing.T) {
+			imports := goList(t, "", `{{join .Imports "\n"}}`, module+"/"+pkg)
+			std := map[string]bool{}
+			for _, p := range goList(t, "", "{{if .Standard}}{{.ImportPath}}{{end}}", imports...) {
+				std[p] = true
+			}
+			for _, p := range imports {
+				if !std[p] && !matchesAny(p, allowed) {
+					t.Errorf("%s imports %s; it may import only the standard library, %s", pkg, p, strings.Join(allowed, ", "))
+				}
+			}
+		})
+	}
+}
 
 func TestImportRules(t *testing.T) {
 	for _, r := range rules {
 		t.Run(r.pkg, func(t *testing.T) {
 			deps := goList(t, "-deps", "{{.ImportPath}}", module+"/"+r.pkg)
-			for _, bad := range violations(deps, r.forbidden) {
+			for _, bad := range violations(deps, r.patterns()) {
 				t.Errorf("%s depends on %s, which it must not (pkg/importrules)", r.pkg, bad)
 			}
 		})
 	}
 }
 
-func TestContractIsALeaf(t *testing.T) {
-	imports := goList(t, "", `{{join .Imports "\n"}}`, module+"/pkg/copycontract")
-	std := map[string]bool{}
-	for _, p := range goList(t, "", "{{if .Standard}}{{.ImportPath}}{{end}}", imports...) {
-		std[p] = true
+// patterns returns the rule's forbidden patterns as whole import paths.
+func (r rule) patterns() []string {
+	abs := make([]string, 0, len(r.forbidden)+len(r.thirdParty))
+	for _, f := range r.forbidden {
+		abs = append(abs, module+"/"+f)
 	}
-	for _, p := range imports {
-		if !std[p] && !matchesAny(p, contractImports) {
-			t.Errorf("pkg/copycontract imports %s; it may import only the standard library, %s", p, strings.Join(contractImports, ", "))
-		}
-	}
+	return append(abs, r.thirdParty...)
 }
 
 // violations returns the dependencies (import paths) that a forbidden
-// pattern (relative to the module) matches.
-func violations(deps, forbidden []string) []string {
-	abs := make([]string, len(forbidden))
-	for i, f := range forbidden {
-		abs[i] = module + "/" + f
-	}
+// pattern (a whole import path) matches.
+func violations(deps, patterns []string) []string {
 	var out []string
 	for _, d := range deps {
-		if matchesAny(d, abs) {
+		if matchesAny(d, patterns) {
 			out = append(out, d)
 		}
 	}
@@ -127,20 +150,27 @@ func TestViolations(t *testing.T) {
 		module + "/pkg/registry",
 		module + "/pkg/registry/memstore",
 		module + "/pkg/registryx",
+		"go.etcd.io/etcd/client/v3",
+		"k8s.io/apiserver/pkg/server",
+		"k8s.io/apiserverx",
 	}
 	for _, tc := range []struct {
-		name      string
-		forbidden []string
-		want      []string
+		name string
+		rule rule
+		want []string
 	}{
-		{name: "none", forbidden: nil, want: nil},
-		{name: "exact path, not a prefix", forbidden: []string{"pkg/copyview"}, want: []string{module + "/pkg/copyview"}},
-		{name: "a tree and its root", forbidden: []string{"pkg/registry/..."},
+		{name: "none", rule: rule{}, want: nil},
+		{name: "exact path, not a prefix", rule: rule{forbidden: []string{"pkg/copyview"}}, want: []string{module + "/pkg/copyview"}},
+		{name: "a tree and its root", rule: rule{forbidden: []string{"pkg/registry/..."}},
 			want: []string{module + "/pkg/registry", module + "/pkg/registry/memstore"}},
-		{name: "not present", forbidden: []string{"pkg/agentauth"}, want: nil},
+		{name: "not present", rule: rule{forbidden: []string{"pkg/agentauth"}}, want: nil},
+		{name: "third-party trees", rule: rule{thirdParty: []string{"k8s.io/apiserver/...", "go.etcd.io/..."}},
+			want: []string{"go.etcd.io/etcd/client/v3", "k8s.io/apiserver/pkg/server"}},
+		{name: "both kinds", rule: rule{forbidden: []string{"pkg/copyview"}, thirdParty: []string{"k8s.io/apiserver/..."}},
+			want: []string{module + "/pkg/copyview", "k8s.io/apiserver/pkg/server"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := violations(deps, tc.forbidden)
+			got := violations(deps, tc.rule.patterns())
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("violations = %v, want %v", got, tc.want)
 			}

@@ -15,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
+	"github.com/courier-dev/courier/pkg/liveness"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 	"github.com/courier-dev/courier/test/localenv"
 )
 
@@ -105,7 +107,7 @@ func TestPullLiveness(t *testing.T) {
 		// The report was last written when the statuses changed, with the
 		// 2 s agent: its own heartbeat has run out, so only the digests can
 		// keep the Cluster reachable below.
-		if hb := reportHeartbeat(ctx, t, cluster); time.Now().Before(hb.LastHeard.Add(agentreport.MissedIntervals * hb.Interval.Duration)) {
+		if hb := reportHeartbeat(ctx, t, cluster); time.Now().Before(hb.LastHeard.Add(rowstatus.MissedIntervals * hb.Interval.Duration)) {
 			t.Errorf("the report's heartbeat (%s, every %s) is fresh: heartbeats rewrote the report", hb.LastHeard.UTC().Format(time.RFC3339), hb.Interval.Duration)
 		}
 		// Courier is ready (its views synced): every answer from here on,
@@ -149,7 +151,7 @@ func countWrites(ctx context.Context, t *testing.T, cluster types.NamespacedName
 		t.Fatal(err)
 	}
 	defer wi.Stop()
-	reportName, line := agentreport.ObjectName(cluster), cluster.String()+" "
+	reportName, line := clusterstatus.ObjectName(cluster), cluster.String()+" "
 	for ev := range wi.ResultChan() {
 		cm, ok := ev.Object.(*corev1.ConfigMap)
 		if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
@@ -159,9 +161,9 @@ func countWrites(ctx context.Context, t *testing.T, cluster types.NamespacedName
 		case cm.Name == reportName:
 			reports++
 			t.Logf("report written: %v", cm.Data)
-		case cm.Labels[agentreport.LivenessLabel] == "true" && strings.Contains(cm.Data[agentreport.DigestKey], line):
+		case cm.Labels[liveness.Label] == "true" && strings.Contains(cm.Data[liveness.DigestKey], line):
 			digests++
-			last = digestRecord(t, cm.Data[agentreport.DigestKey], line)
+			last = digestRecord(t, cm.Data[liveness.DigestKey], line)
 		}
 	}
 	return reports, digests, last
@@ -183,15 +185,15 @@ func digestRecord(t *testing.T, data, prefix string) time.Time {
 
 // reportHeartbeat returns the heartbeat the report of cluster was last
 // written with.
-func reportHeartbeat(ctx context.Context, t *testing.T, cluster types.NamespacedName) agentreport.Heartbeat {
+func reportHeartbeat(ctx context.Context, t *testing.T, cluster types.NamespacedName) clusterstatus.Heartbeat {
 	t.Helper()
-	cm, err := upstreamClients(t).kube.CoreV1().ConfigMaps(localenv.DefaultCourierNamespace).Get(ctx, agentreport.ObjectName(cluster), metav1.GetOptions{})
+	cm, err := upstreamClients(t).kube.CoreV1().ConfigMaps(localenv.DefaultCourierNamespace).Get(ctx, clusterstatus.ObjectName(cluster), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hb agentreport.Heartbeat
-	if err := json.Unmarshal([]byte(cm.Data[agentreport.HeartbeatKey]), &hb); err != nil {
-		t.Fatalf("the report's heartbeat %q: %v", cm.Data[agentreport.HeartbeatKey], err)
+	var hb clusterstatus.Heartbeat
+	if err := json.Unmarshal([]byte(cm.Data[clusterstatus.HeartbeatKey]), &hb); err != nil {
+		t.Fatalf("the report's heartbeat %q: %v", cm.Data[clusterstatus.HeartbeatKey], err)
 	}
 	return hb
 }

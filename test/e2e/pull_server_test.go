@@ -12,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	courierapi "github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/test/localenv"
 )
@@ -135,15 +135,15 @@ func TestPullStatusReports(t *testing.T) {
 // reportObjectHolds checks the report ConfigMap of edge1.
 func reportObjectHolds(ctx context.Context, t *testing.T, ns, message string) {
 	t.Helper()
-	name := agentreport.ObjectName(types.NamespacedName{Namespace: ns, Name: "edge1"})
+	name := clusterstatus.ObjectName(types.NamespacedName{Namespace: ns, Name: "edge1"})
 	cm, err := upstreamClients(t).kube.CoreV1().ConfigMaps(localenv.DefaultCourierNamespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm.Labels[agentreport.Label] != "true" || cm.Annotations[agentreport.AnnotationCluster] != "edge1" || cm.Annotations[agentreport.AnnotationClusterNamespace] != ns {
+	if cm.Labels[clusterstatus.Label] != "true" || cm.Annotations[clusterstatus.AnnotationCluster] != "edge1" || cm.Annotations[clusterstatus.AnnotationClusterNamespace] != ns {
 		t.Errorf("report %s: labels %v annotations %v", name, cm.Labels, cm.Annotations)
 	}
-	if !strings.Contains(cm.Data[secretRow], message) || cm.Data[agentreport.HeartbeatKey] == "" {
+	if !strings.Contains(cm.Data[secretRow], message) || cm.Data[clusterstatus.HeartbeatKey] == "" {
 		t.Errorf("report %s data: %v", name, cm.Data)
 	}
 	if strings.Contains(fmt.Sprint(cm.Data), secretValue) {

@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/test/fleetsim"
 	"github.com/courier-dev/courier/test/localenv"
 )
@@ -69,14 +69,14 @@ func staleRows(t *testing.T, c *localenv.Courier, rvs map[string]string, own map
 func statusObjects(t *testing.T) map[string]string {
 	t.Helper()
 	list, err := upstreamClients(t).kube.CoreV1().ConfigMaps(localenv.DefaultCourierNamespace).List(context.Background(),
-		metav1.ListOptions{LabelSelector: agentreport.Label + "=true"})
+		metav1.ListOptions{LabelSelector: clusterstatus.Label + "=true"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, cm := range list.Items {
-		if cm.Annotations[agentreport.AnnotationClusterNamespace] == shardNS {
-			out[cm.Annotations[agentreport.AnnotationCluster]] = cm.ResourceVersion
+		if cm.Annotations[clusterstatus.AnnotationClusterNamespace] == shardNS {
+			out[cm.Annotations[clusterstatus.AnnotationCluster]] = cm.ResourceVersion
 		}
 	}
 	return out

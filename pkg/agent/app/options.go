@@ -11,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
@@ -27,10 +27,16 @@ import (
 	"github.com/courier-dev/courier/pkg/leaderelect"
 )
 
+// featureGate gates the agent's logging options (--logging-format,
+// contextual logging). It is the agent's own, at its defaults: the API
+// server library's global gate would link an API server into the agent
+// (pkg/importrules).
+var featureGate = featuregate.NewFeatureGate()
+
 func init() {
-	// Logging options (--logging-format, contextual logging) are gated by
-	// features that must be known to the gate before flags are validated.
-	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+	// The logging features must be known to the gate before flags are
+	// validated.
+	utilruntime.Must(logsapi.AddFeatureGates(featureGate))
 }
 
 // Options are everything courier-agent's command line sets (docs/design.md#pull-delivery).
@@ -140,7 +146,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--initial-jitter must not be negative, got %s", o.InitialJitter))
 	}
 	errs = append(errs, leaderelect.Validate(o.LeaderElection)...)
-	errs = append(errs, logsapi.Validate(o.Logs, utilfeature.DefaultFeatureGate, nil).ToAggregate())
+	errs = append(errs, logsapi.Validate(o.Logs, featureGate, nil).ToAggregate())
 	return utilerrors.NewAggregate(errs)
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -49,7 +48,7 @@ delivery, and reports each row's status back to Courier.`,
 			if err := o.Validate(); err != nil {
 				return err
 			}
-			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+			if err := logsapi.ValidateAndApply(o.Logs, featureGate); err != nil {
 				return err
 			}
 			return o.Run(c.Context())

@@ -22,12 +22,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
-	"github.com/courier-dev/courier/pkg/agentreport"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
 	"github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/internal/kubeproto"
+	"github.com/courier-dev/courier/pkg/liveness"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
 )
 
@@ -168,7 +169,7 @@ const defaultAgentAuthorizationQPS = 1000
 // or stops being pulled has its object deleted (by every replica that sees
 // it; a 404 is fine), so the objects are bounded by the Clusters.
 func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, namespace string) error {
-	v.reportInformer = agentreport.NewInformer(kube, namespace, informerResync)
+	v.reportInformer = clusterstatus.NewInformer(kube, namespace, informerResync)
 	// Reports and digests are written with a client of their own, so that
 	// they never wait behind source reads in Courier's 50/s budget, nor
 	// hold them up.
@@ -184,7 +185,7 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 	if err := v.newLiveness(writer, kube, namespace); err != nil {
 		return err
 	}
-	v.reports, err = agentreport.New(agentreport.Options{
+	v.reports, err = clusterstatus.New(clusterstatus.Options{
 		Namespace: namespace,
 		Client:    writer.CoreV1(),
 		Informer:  v.reportInformer,
@@ -193,7 +194,7 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 		// Owners whose leftover copies changed in an object get their
 		// leftover rows again.
 		OnLeftovers: v.relay.LeftoversChanged,
-		Linger:      agentreport.DefaultLinger,
+		Linger:      clusterstatus.DefaultLinger,
 		Liveness:    v.liveness,
 	})
 	if err != nil {
@@ -227,11 +228,11 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string) error {
 	host, _ := os.Hostname()
 	clusters := v.fleetInformers.Fleet().V1alpha1().Clusters()
-	v.livenessInformer = agentreport.NewLivenessInformer(kube, namespace, informerResync)
+	v.livenessInformer = liveness.NewInformer(kube, namespace, informerResync)
 	var err error
-	v.liveness, err = agentreport.NewLiveness(agentreport.LivenessOptions{
+	v.liveness, err = liveness.New(liveness.Options{
 		Namespace: namespace,
-		Identity:  agentreport.NewIdentity(host),
+		Identity:  liveness.NewIdentity(host),
 		Client:    writer.CoreV1(),
 		Informer:  v.livenessInformer,
 		OnChange:  v.relay.ReportChanged,
@@ -252,10 +253,10 @@ func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string)
 // are in its namespace; with them the Cluster's leftover copies.
 func (v *views) publishStatuses(clusterKey string, rows map[string]copycontract.Status, leftovers []copycontract.Leftover) {
 	ns, name := copycontract.SplitKey(clusterKey)
-	entries := make(map[string]agentreport.Entry, len(rows))
+	entries := make(map[string]clusterstatus.Entry, len(rows))
 	for key, st := range rows {
 		_, row := copycontract.SplitKey(key)
-		entries[row] = agentreport.EntryOf(st)
+		entries[row] = clusterstatus.EntryOf(st)
 	}
 	v.reports.Publish(types.NamespacedName{Namespace: ns, Name: name}, entries, leftovers)
 }

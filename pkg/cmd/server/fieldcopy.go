@@ -24,7 +24,7 @@ import (
 	"github.com/courier-dev/courier/pkg/exportpolicy"
 	"github.com/courier-dev/courier/pkg/fieldcopy"
 	"github.com/courier-dev/courier/pkg/fieldcopy/resources"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // FieldCopyOptions are the k8s-copier flags (docs/design.md#field-copies, docs/design.md#command-line). Kept apart

@@ -116,7 +116,7 @@ type Options struct {
 	// (the courier.dev/export annotation still holds then).
 	DenySensitiveExports bool
 	// AgentReportNamespace holds the courier-agents' reports, one
-	// ConfigMap per pulled Cluster (pkg/agentreport): Courier's own
+	// ConfigMap per pulled Cluster (pkg/clusterstatus): Courier's own
 	// namespace, where a Role lets it write ConfigMaps.
 	AgentReportNamespace string
 	// AgentAuthorizationCacheTTL is how long an agent's allowed answer

@@ -13,8 +13,8 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apiserver"
 	"github.com/courier-dev/courier/pkg/copysummary"
+	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopysummary"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
 // summaries are the downstreamcopysummaries (docs/design.md#summaries): a store filled

@@ -22,9 +22,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/courier-dev/courier/pkg/agentauth"
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleetv1alpha1 "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copyspec"
 	"github.com/courier-dev/courier/pkg/copyview"
 	"github.com/courier-dev/courier/pkg/downstream"
@@ -34,8 +34,9 @@ import (
 	fleetclient "github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	fleetinformers "github.com/courier-dev/courier/pkg/generated/informers/externalversions"
 	"github.com/courier-dev/courier/pkg/internal/kubeproto"
+	"github.com/courier-dev/courier/pkg/liveness"
+	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
@@ -85,11 +86,11 @@ type views struct {
 	// pull delivery (agents.go).
 	agents *agentauth.ClusterIndex
 	// reports keeps the agents' reports, read through reportInformer.
-	reports        *agentreport.Store
+	reports        *clusterstatus.Store
 	reportInformer cache.SharedIndexInformer
 	// liveness keeps the agents' heartbeats apart from their reports,
 	// read through livenessInformer (agents.go).
-	liveness         *agentreport.Liveness
+	liveness         *liveness.Tracker
 	livenessInformer cache.SharedIndexInformer
 	// readBundles is true when the upstream serves Bundles (bundles.go).
 	readBundles bool

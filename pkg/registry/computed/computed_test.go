@@ -17,7 +17,7 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 func testResource() *Resource[*courier.DownstreamCopy] {

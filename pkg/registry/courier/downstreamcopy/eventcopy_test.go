@@ -11,8 +11,8 @@ import (
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
 	"github.com/courier-dev/courier/pkg/apiserver"
+	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/registry/courier/downstreamcopy"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
 // TestEventCopiesEncodeWithoutTouchingTheStore: the rows store's watchers

@@ -13,18 +13,18 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
 	"github.com/courier-dev/courier/pkg/copycontract"
-	"github.com/courier-dev/courier/pkg/copyview"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
-// Reporter keeps what agents report (agentreport.Store).
+// Reporter keeps what agents report (clusterstatus.Store).
 type Reporter interface {
-	Record(ctx context.Context, cluster types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error
+	Record(ctx context.Context, cluster types.NamespacedName, row string, e clusterstatus.Entry, interval time.Duration) error
 	// Holds reports whether the Cluster's report already says e of row.
-	Holds(cluster types.NamespacedName, row string, e agentreport.Entry) bool
+	Holds(cluster types.NamespacedName, row string, e clusterstatus.Entry) bool
 }
 
 // DeniedNotes is told an agent's new note on a Denied row -- its copy
@@ -35,7 +35,7 @@ type DeniedNotes interface {
 	Noted(row *courier.DownstreamCopy, note string)
 }
 
-var _ Reporter = &agentreport.Store{}
+var _ Reporter = &clusterstatus.Store{}
 
 // StatusREST serves downstreamcopies/<row>/status, update only (docs/design.md#pull-delivery):
 // the courier-agent of a pulled Cluster reports each row's outcome
@@ -49,7 +49,7 @@ var _ Reporter = &agentreport.Store{}
 //
 // Only the status fields phase, message, syncedResourceVersion and
 // lastSyncTime, and the annotation courier.dev/report-interval, are read
-// from the request (agentreport.FromStatusUpdate); the rest of the object,
+// from the request (clusterstatus.FromStatusUpdate); the rest of the object,
 // resourceVersion included, is ignored: the agent is the row status's only
 // writer, and the last report wins. There is no get (and so no patch): the
 // row itself is read from downstreamcopies.
@@ -79,7 +79,7 @@ func (r *StatusREST) Destroy() {}
 
 // Update implements rest.Updater: it records the agent's report and
 // returns the row with the status it will show with this report
-// (copyview.ReportedStatus): the reported one, unless the view decided
+// (rowstatus.Reported): the reported one, unless the view decided
 // the row's phase itself (Invalid, SourceMissing, Denied, Kept,
 // Deleting). The row as listed shows it once every replica's view has
 // read the report, within moments.
@@ -104,7 +104,7 @@ func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.Updat
 	if !ok {
 		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not a DownstreamCopy: %T", obj))
 	}
-	entry, interval, errs := agentreport.FromStatusUpdate(in)
+	entry, interval, errs := clusterstatus.FromStatusUpdate(in)
 	if len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(courier.Kind("DownstreamCopy"), name, errs)
 	}
@@ -125,7 +125,7 @@ func (r *StatusREST) Update(ctx context.Context, name string, objInfo rest.Updat
 	}
 	// The answer is the row as the view will show it with this report,
 	// composed by the view's one composer.
-	row.Status = copyview.ReportedStatus(row, copycontract.Status{Phase: entry.Phase, Message: entry.Message,
+	row.Status = rowstatus.Reported(row, copycontract.Status{Phase: entry.Phase, Message: entry.Message,
 		SyncedResourceVersion: entry.SyncedResourceVersion, LastSyncTime: entry.LastSyncTime})
 	return row, false, nil
 }

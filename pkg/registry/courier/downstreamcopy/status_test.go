@@ -13,16 +13,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/registry/rest"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/clusterstatus"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 // recorded is one Record call.
 type recorded struct {
 	cluster  types.NamespacedName
 	row      string
-	entry    agentreport.Entry
+	entry    clusterstatus.Entry
 	interval time.Duration
 }
 
@@ -31,13 +31,13 @@ type fakeReporter struct {
 	err   error
 }
 
-func (f *fakeReporter) Record(_ context.Context, c types.NamespacedName, row string, e agentreport.Entry, interval time.Duration) error {
+func (f *fakeReporter) Record(_ context.Context, c types.NamespacedName, row string, e clusterstatus.Entry, interval time.Duration) error {
 	f.calls = append(f.calls, recorded{c, row, e, interval})
 	return f.err
 }
 
 // Holds: the last call for the row said e.
-func (f *fakeReporter) Holds(c types.NamespacedName, row string, e agentreport.Entry) bool {
+func (f *fakeReporter) Holds(c types.NamespacedName, row string, e clusterstatus.Entry) bool {
 	for i := len(f.calls) - 1; i >= 0; i-- {
 		if f.calls[i].cluster == c && f.calls[i].row == row {
 			return f.calls[i].entry.Phase == e.Phase && f.calls[i].entry.Message == e.Message
@@ -94,10 +94,10 @@ func TestStatusUpdate(t *testing.T) {
 	}{
 		{name: "the agent reports its row", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseSynced, "2s"),
 			wantRecord: &recorded{types.NamespacedName{Namespace: "fleet-default", Name: "edge1"}, "app.edge1.secret.s",
-				agentreport.Entry{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
+				clusterstatus.Entry{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
 		{name: "no interval: 30s", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseForbidden, ""),
 			wantRecord: &recorded{types.NamespacedName{Namespace: "fleet-default", Name: "edge1"}, "app.edge1.secret.s",
-				agentreport.Entry{Phase: courier.CopyPhaseForbidden, Message: "copied", SyncedResourceVersion: "71"}, 30 * time.Second}},
+				clusterstatus.Entry{Phase: courier.CopyPhaseForbidden, Message: "copied", SyncedResourceVersion: "71"}, 30 * time.Second}},
 		{name: "another Cluster's row", user: "agent-edge1", row: "app.edge2.secret.s", body: report("app.edge2.secret.s", courier.CopyPhaseSynced, "2s"),
 			wantCode: 403, wantInErr: "only by the courier-agent of its Cluster fleet-default/edge2"},
 		{name: "a cluster-admin", user: "admin", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseSynced, "2s"),
@@ -108,7 +108,7 @@ func TestStatusUpdate(t *testing.T) {
 			wantCode: 422, wantInErr: "Denied is reported only with a note on a row Courier's view made Denied"},
 		{name: "a note on a Denied row", user: "agent-edge1", row: "app.edge1.secret.k", body: report("app.edge1.secret.k", courier.CopyPhaseDenied, "2s"),
 			wantRecord: &recorded{types.NamespacedName{Namespace: "fleet-default", Name: "edge1"}, "app.edge1.secret.k",
-				agentreport.Entry{Phase: courier.CopyPhaseDenied, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
+				clusterstatus.Entry{Phase: courier.CopyPhaseDenied, Message: "copied", SyncedResourceVersion: "71"}, 2 * time.Second}},
 		{name: "unknown phase", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", "Done", "2s"),
 			wantCode: 422, wantInErr: "status.phase"},
 		{name: "bad interval", user: "agent-edge1", row: "app.edge1.secret.s", body: report("app.edge1.secret.s", courier.CopyPhaseSynced, "often"),

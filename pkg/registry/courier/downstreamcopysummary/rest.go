@@ -23,8 +23,8 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
+	"github.com/courier-dev/courier/pkg/memstore"
 	"github.com/courier-dev/courier/pkg/registry/computed"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
 )
 
 // REST serves downstreamcopysummaries: get, list and watch, with label and

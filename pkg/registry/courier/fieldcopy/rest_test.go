@@ -19,7 +19,7 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/apis/courier/v1alpha1"
-	"github.com/courier-dev/courier/pkg/registry/memstore"
+	"github.com/courier-dev/courier/pkg/memstore"
 )
 
 var created = metav1.NewTime(time.Now().Add(-3 * time.Hour).Truncate(time.Second))

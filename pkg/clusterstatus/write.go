@@ -1,4 +1,4 @@
-package agentreport
+package clusterstatus
 
 // Writing report objects: one writer per Cluster at a time, gathering what
 // arrives while it lingers or waits into its next write, and a bound on
@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/internal/statusobjects"
 )
 
 // DefaultMaxWrites is how many report objects are written at once.
@@ -129,7 +130,7 @@ func (s *Store) write(ctx context.Context, cluster types.NamespacedName, b *batc
 			_, err = cms.Update(ctx, next, metav1.UpdateOptions{FieldManager: "courier"})
 		}
 		if err == nil {
-			writesTotal.WithLabelValues(objectKind(b)).Inc()
+			statusobjects.CountWrite(objectKind(b))
 		}
 		return err
 	})

@@ -1,4 +1,4 @@
-package copyview
+package rowstatus
 
 import (
 	"fmt"
@@ -7,28 +7,27 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/courier-dev/courier/pkg/agentreport"
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
 )
 
-// A row's status has one composer, compose, and every path that writes a
-// row's status goes through it: a HelmOp's sync, the refresh of rows whose
-// record changed, a source's new version, a report, the answer of the
-// status endpoint (ReportedStatus) and the rows of leftover copies. It
-// takes
+// A row's status has one composer, Compose, and every path that writes a
+// row's status goes through it: the view's sync of a HelmOp, the refresh
+// of rows whose record changed, a source's new version, a report, the
+// answer of the status endpoint (Reported) and the rows of leftover
+// copies. It takes
 //
 //   - the base: what the view alone decides from the row's spec and its
-//     source's export verdict (baseStatus, deny): Invalid, SourceMissing,
-//     Denied or Pending; for the row of a leftover copy, the Kept or
-//     Deleting the engine found;
+//     source's export verdict (Base, and the view's Denied): Invalid,
+//     SourceMissing, Denied or Pending; for the row of a leftover copy,
+//     the Kept or Deleting the engine found;
 //   - the deliverer's record of the row: the engine's copycontract.Status
 //     for a pushed Cluster this replica delivers to, the entry its
-//     deliverer published (agentreport.Store.Publish) for one it does not,
+//     deliverer published (clusterstatus.Store.Publish) for one it does not,
 //     the entry its agent reported for a pulled one, or none;
 //   - for a pulled Cluster, how its agent's reports stand: heard within
 //     its deadline, awaited (nothing yet), silent (heard, then nothing for
-//     agentreport.MissedIntervals of its intervals) or never heard
+//     MissedIntervals of its intervals) or never heard
 //     (nothing for that many default intervals since the view first saw
 //     the Cluster pulled).
 //
@@ -107,72 +106,72 @@ var precedence = []precedenceRule{
 	{courier.CopyPhasePending, byReplica, noRecord, showBase},
 }
 
-// delivery is what a row's deliverer says of it, as compose takes it.
-type delivery struct {
-	// record is the engine's record of the row, or its agent's reported
+// Delivery is what a row's deliverer says of it, as Compose takes it.
+type Delivery struct {
+	// Record is the engine's record of the row, or its agent's reported
 	// entry; nil when there is none.
-	record *copycontract.Status
-	// agent is the pulled Cluster's agent; nil for a pushed Cluster.
-	agent *agentState
-	// fromReplica: a pushed Cluster this replica does not deliver to (or
-	// has not passed over since it gained it); record is what its
+	Record *copycontract.Status
+	// Agent is the pulled Cluster's agent; nil for a pushed Cluster.
+	Agent *Agent
+	// FromReplica: a pushed Cluster this replica does not deliver to (or
+	// has not passed over since it gained it); Record is what its
 	// deliverer published.
-	fromReplica bool
+	FromReplica bool
 }
 
-// agentState is how a pulled Cluster's agent's reports stand.
-type agentState struct {
-	user    string
-	cluster types.NamespacedName
-	// lastHeard is its last heartbeat, zero when it never reported, and
-	// interval the report interval it last reported.
-	lastHeard time.Time
-	interval  time.Duration
-	// since is when the view first saw the Cluster pulled: what a row
+// Agent is how a pulled Cluster's agent's reports stand.
+type Agent struct {
+	User    string
+	Cluster types.NamespacedName
+	// LastHeard is its last heartbeat, zero when it never reported, and
+	// Interval the report interval it last reported.
+	LastHeard time.Time
+	Interval  time.Duration
+	// Since is when the view first saw the Cluster pulled: what a row
 	// waits for its agent's first report since.
-	since time.Time
-	// overdue: its deadline has passed: MissedIntervals of its interval
-	// after lastHeard, or of agentreport.DefaultInterval after since when
-	// it never reported.
-	overdue bool
+	Since time.Time
+	// Overdue: its deadline has passed: MissedIntervals of its interval
+	// after LastHeard, or of DefaultInterval after Since when it never
+	// reported.
+	Overdue bool
 }
 
-func (d delivery) deliverer() deliverer {
+func (d Delivery) deliverer() deliverer {
 	switch {
-	case d.agent == nil && d.fromReplica:
+	case d.Agent == nil && d.FromReplica:
 		return byReplica
-	case d.agent == nil:
+	case d.Agent == nil:
 		return byEngine
-	case d.agent.lastHeard.IsZero() && d.agent.overdue:
+	case d.Agent.LastHeard.IsZero() && d.Agent.Overdue:
 		return agentNeverHeard
-	case d.agent.lastHeard.IsZero():
+	case d.Agent.LastHeard.IsZero():
 		return agentAwaited
-	case d.agent.overdue:
+	case d.Agent.Overdue:
 		return agentSilent
 	}
 	return agentHeard
 }
 
-func (r precedenceRule) matches(base courier.CopyPhase, d delivery) bool {
+func (r precedenceRule) matches(base courier.CopyPhase, d Delivery) bool {
 	if r.base != base || (r.by != anyDeliverer && r.by != d.deliverer()) {
 		return false
 	}
 	switch r.record {
 	case hasRecord:
-		return d.record != nil
+		return d.Record != nil
 	case noRecord:
-		return d.record == nil
+		return d.Record == nil
 	case recordOfCopy:
-		return d.record != nil && d.record.SyncedResourceVersion != ""
+		return d.Record != nil && d.Record.SyncedResourceVersion != ""
 	case recordNote:
-		return d.record != nil && d.record.Phase == courier.CopyPhaseDenied && d.record.Message != ""
+		return d.Record != nil && d.Record.Phase == courier.CopyPhaseDenied && d.Record.Message != ""
 	}
 	return true
 }
 
 // ruleFor returns the index of the rule that decides, -1 when none does
 // (a base phase the view never computes: it shows as it is).
-func ruleFor(base courier.CopyPhase, d delivery) int {
+func ruleFor(base courier.CopyPhase, d Delivery) int {
 	for i, r := range precedence {
 		if r.matches(base, d) {
 			return i
@@ -181,14 +180,14 @@ func ruleFor(base courier.CopyPhase, d delivery) int {
 	return -1
 }
 
-// compose returns a row's status from its base, the Cluster it is for and
+// Compose returns a row's status from its base, the Cluster it is for and
 // what its deliverer says (see precedence).
-func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) courier.DownstreamCopyStatus {
-	if d.record != nil && d.record.Phase == courier.CopyPhaseDenied && base.Phase != courier.CopyPhaseDenied {
+func Compose(base courier.DownstreamCopyStatus, cluster string, d Delivery) courier.DownstreamCopyStatus {
+	if d.Record != nil && d.Record.Phase == courier.CopyPhaseDenied && base.Phase != courier.CopyPhaseDenied {
 		// Denied is the view's alone: a deliverer's Denied record is its
 		// note on a Denied row, and says nothing of any other row (one the
 		// view allowed again before the deliverer forgot it).
-		d.record = nil
+		d.Record = nil
 	}
 	i := ruleFor(base.Phase, d)
 	if i < 0 {
@@ -199,61 +198,61 @@ func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) cour
 	case showBase:
 		return base
 	case showBaseAndCopy:
-		s = status(base.Phase, fmt.Sprintf("%s; the copy made from resourceVersion %s stays in cluster %s",
-			base.Message, d.record.SyncedResourceVersion, cluster))
+		s = New(base.Phase, fmt.Sprintf("%s; the copy made from resourceVersion %s stays in cluster %s",
+			base.Message, d.Record.SyncedResourceVersion, cluster))
 	case showRecord:
-		s = status(d.record.Phase, d.record.Message)
+		s = New(d.Record.Phase, d.Record.Message)
 	case showBaseAndNote:
-		if strings.HasSuffix(base.Message, "; "+d.record.Message) {
-			return base // composed before (ReportedStatus starts from the row as shown)
+		if strings.HasSuffix(base.Message, "; "+d.Record.Message) {
+			return base // composed before (Reported starts from the row as shown)
 		}
-		return status(base.Phase, base.Message+"; "+d.record.Message)
+		return New(base.Phase, base.Message+"; "+d.Record.Message)
 	case showAwaited:
-		return status(courier.CopyPhasePending, d.agent.awaited())
+		return New(courier.CopyPhasePending, d.Agent.awaited())
 	case showUnreachable:
-		s = status(courier.CopyPhaseUnreachable, d.agent.unreachable())
+		s = New(courier.CopyPhaseUnreachable, d.Agent.unreachable())
 	}
-	if d.record != nil {
-		s.SyncedResourceVersion = d.record.SyncedResourceVersion
-		s.LastSyncTime = d.record.LastSyncTime
+	if d.Record != nil {
+		s.SyncedResourceVersion = d.Record.SyncedResourceVersion
+		s.LastSyncTime = d.Record.LastSyncTime
 	}
 	return s
 }
 
 // awaited is the message of a row waiting for its agent's first report.
-func (a *agentState) awaited() string {
-	if a.lastHeard.IsZero() {
+func (a *Agent) awaited() string {
+	if a.LastHeard.IsZero() {
 		return fmt.Sprintf("waiting for the courier-agent %s of Cluster %s to report: nothing since %s, when the Cluster was seen pulled; Unreachable after %s without a report",
-			a.user, a.cluster, a.since.UTC().Format(time.RFC3339), agentreport.MissedIntervals*agentreport.DefaultInterval)
+			a.User, a.Cluster, a.Since.UTC().Format(time.RFC3339), MissedIntervals*DefaultInterval)
 	}
 	// Concatenated, not formatted: every pulled row of a changed source
 	// shows it on every replica until its agent reports.
-	return "waiting for the courier-agent " + a.user + " of Cluster " + a.cluster.String() + " to report"
+	return "waiting for the courier-agent " + a.User + " of Cluster " + a.Cluster.String() + " to report"
 }
 
 // unreachable is the message of a row whose agent is overdue.
-func (a *agentState) unreachable() string {
-	if a.lastHeard.IsZero() {
+func (a *Agent) unreachable() string {
+	if a.LastHeard.IsZero() {
 		return fmt.Sprintf("the courier-agent %s of Cluster %s has never reported: nothing since %s, when the Cluster was seen pulled, for %d default intervals (%s)",
-			a.user, a.cluster, a.since.UTC().Format(time.RFC3339), agentreport.MissedIntervals, agentreport.DefaultInterval)
+			a.User, a.Cluster, a.Since.UTC().Format(time.RFC3339), MissedIntervals, DefaultInterval)
 	}
 	return fmt.Sprintf("the courier-agent %s of Cluster %s was last heard at %s and reports every %s: nothing for %d intervals",
-		a.user, a.cluster, a.lastHeard.UTC().Format(time.RFC3339), a.interval, agentreport.MissedIntervals)
+		a.User, a.Cluster, a.LastHeard.UTC().Format(time.RFC3339), a.Interval, MissedIntervals)
 }
 
-// ReportedStatus is the status the status endpoint answers an agent's
-// report with: row's status as it will show with reported as its agent's
-// fresh record. A row whose copy is not delivered keeps the status the
-// view gave it (Denied, Kept, Deleting); any other row's base is computed
-// from its spec, as the view computes it.
-func ReportedStatus(row *courier.DownstreamCopy, reported copycontract.Status) courier.DownstreamCopyStatus {
+// Reported is the status the status endpoint answers an agent's report
+// with: row's status as it will show with reported as its agent's fresh
+// record. A row whose copy is not delivered keeps the status the view gave
+// it (Denied, Kept, Deleting); any other row's base is computed from its
+// spec, as the view computes it.
+func Reported(row *courier.DownstreamCopy, reported copycontract.Status) courier.DownstreamCopyStatus {
 	base := row.Status
 	if courier.Delivered(row.Labels) {
-		base = baseStatus(row.Namespace, row.Spec)
+		base = Base(row.Namespace, row.Spec)
 	}
 	// The agent is heard: it reports now (any time will do for a heard,
 	// not overdue agent).
 	rec := reported
-	return compose(base, row.Spec.Cluster, delivery{record: &rec, agent: &agentState{
-		cluster: types.NamespacedName{Namespace: row.Namespace, Name: row.Spec.Cluster}, lastHeard: time.Now()}})
+	return Compose(base, row.Spec.Cluster, Delivery{Record: &rec, Agent: &Agent{
+		Cluster: types.NamespacedName{Namespace: row.Namespace, Name: row.Spec.Cluster}, LastHeard: time.Now()}})
 }

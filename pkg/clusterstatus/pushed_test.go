@@ -1,4 +1,4 @@
-package agentreport
+package clusterstatus
 
 import (
 	"context"

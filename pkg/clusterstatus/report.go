@@ -1,7 +1,11 @@
-// Package agentreport keeps what the courier-agents of pulled Clusters
-// report (docs/design.md#pull-delivery) in the upstream cluster: one ConfigMap per Cluster, in
-// Courier's own namespace, so that every replica shows the same rows and a
-// restart loses nothing.
+// Package clusterstatus keeps every Cluster's status object in the
+// upstream cluster: one ConfigMap per Cluster, in Courier's own namespace,
+// so that every replica shows the same rows and a restart loses nothing.
+// For a pulled Cluster it holds what its courier-agent reports through the
+// status subresource (docs/design.md#pull-delivery; the agent's side is
+// pkg/agent/report); for a pushed Cluster, what its deliverer's engine
+// recorded (Publish, pushed.go, docs/design.md#scale-out). The agents'
+// heartbeats between two status changes are kept apart (pkg/liveness).
 //
 // A report holds status fields only -- phase, message, the source
 // resourceVersion the copy was made from, when it was last synced -- and
@@ -9,7 +13,7 @@
 // and its report interval. It never holds data: the status subresource
 // takes nothing else from the agent's request. A report is written only
 // when a row's status changes (Store.Record); heartbeats in between are
-// kept apart, in each replica's memory and digests (Liveness, digest.go).
+// kept apart, in each replica's memory and digests (pkg/liveness).
 //
 // The report object of Cluster <ns>/<name> is the ConfigMap
 // courier-agent-report.<ns>.<name> (a namespace name has no dots, so the
@@ -21,7 +25,7 @@
 // JSON Heartbeat) or, for a pushed Cluster, _leftovers (its leftover
 // copies, see leftovers.go), which no row name can be: row names are
 // lower-case DNS subdomains.
-package agentreport
+package clusterstatus
 
 import (
 	"crypto/sha256"
@@ -40,6 +44,9 @@ import (
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/internal/statusobjects"
+	"github.com/courier-dev/courier/pkg/liveness"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 const (
@@ -54,26 +61,11 @@ const (
 	// namePrefix starts every report's name.
 	namePrefix = "courier-agent-report."
 
-	// DefaultInterval is the report interval of a report without the
-	// courier.dev/report-interval annotation: the agent's default
-	// --report-interval.
-	DefaultInterval = 30 * time.Second
-	// MinInterval and MaxInterval bound the report interval an agent may
-	// declare: below a second every heartbeat would be a write upstream,
-	// beyond an hour a silent agent would go unnoticed for hours.
-	MinInterval = time.Second
-	MaxInterval = time.Hour
-	// MissedIntervals is how many report intervals without a heartbeat
-	// make a pulled Cluster's rows Unreachable.
-	MissedIntervals = 3
 	// MaxMessageBytes caps a reported message; a longer one is cut.
 	MaxMessageBytes = 1024
 	// maxResourceVersionBytes caps syncedResourceVersion: a resourceVersion
 	// is a short opaque string, and anything longer is not one.
 	maxResourceVersionBytes = 128
-	// MaxDataBytes bounds a report's data, below the 1 MiB a ConfigMap
-	// may hold. A report over it has its messages shortened (see encode).
-	MaxDataBytes = 900 * 1024
 )
 
 // Entry is what the agent reported for one row.
@@ -104,13 +96,13 @@ type Report struct {
 }
 
 // Deadline is when the agent's rows turn Unreachable unless it is heard
-// from again: MissedIntervals report intervals after it was last heard.
+// from again: rowstatus.MissedIntervals report intervals after it was last heard.
 // It is the zero time for a report without a heartbeat.
 func (r *Report) Deadline() time.Time {
 	if r == nil || r.Heartbeat.LastHeard.IsZero() {
 		return time.Time{}
 	}
-	return r.Heartbeat.LastHeard.Add(MissedIntervals * r.Heartbeat.Interval.Duration)
+	return r.Heartbeat.LastHeard.Add(rowstatus.MissedIntervals * r.Heartbeat.Interval.Duration)
 }
 
 // ObjectName is the name of the report ConfigMap of a Cluster.
@@ -136,7 +128,7 @@ var knownPhases = []courier.CopyPhase{
 // FromStatusUpdate reads a status update an agent sent for a row: the
 // entry (status fields only; everything else in obj is ignored) and the
 // report interval of its courier.dev/report-interval annotation,
-// DefaultInterval when absent. Invalid values are field errors; a message
+// rowstatus.DefaultInterval when absent. Invalid values are field errors; a message
 // over MaxMessageBytes is cut, not refused.
 func FromStatusUpdate(obj *courier.DownstreamCopy) (Entry, time.Duration, field.ErrorList) {
 	var errs field.ErrorList
@@ -152,15 +144,15 @@ func FromStatusUpdate(obj *courier.DownstreamCopy) (Entry, time.Duration, field.
 	if len(st.SyncedResourceVersion) > maxResourceVersionBytes {
 		errs = append(errs, field.TooLong(field.NewPath("status", "syncedResourceVersion"), "", maxResourceVersionBytes))
 	}
-	interval := DefaultInterval
+	interval := rowstatus.DefaultInterval
 	annPath := field.NewPath("metadata", "annotations").Key(courier.AnnotationReportInterval)
 	if v, ok := obj.Annotations[courier.AnnotationReportInterval]; ok {
 		d, err := time.ParseDuration(v)
 		switch {
 		case err != nil:
 			errs = append(errs, field.Invalid(annPath, v, "must be a Go duration such as 30s (the agent's --report-interval)"))
-		case d < MinInterval || d > MaxInterval:
-			errs = append(errs, field.Invalid(annPath, v, fmt.Sprintf("must be between %s and %s", MinInterval, MaxInterval)))
+		case d < liveness.MinInterval || d > liveness.MaxInterval:
+			errs = append(errs, field.Invalid(annPath, v, fmt.Sprintf("must be between %s and %s", liveness.MinInterval, liveness.MaxInterval)))
 		default:
 			interval = d
 		}
@@ -231,7 +223,7 @@ func decode(cm *corev1.ConfigMap) (*Report, bool) {
 	return r, true
 }
 
-// encode returns the data of a report. When it would exceed MaxDataBytes,
+// encode returns the data of a report. When it would exceed statusobjects.MaxDataBytes,
 // messages are shortened step by step (256, 64, then 0 bytes); a report
 // still over the bound is an error.
 func encode(r *Report) (map[string]string, error) {
@@ -263,11 +255,11 @@ func encode(r *Report) (map[string]string, error) {
 			data[HeartbeatKey] = string(b)
 			size += len(HeartbeatKey) + len(b)
 		}
-		if size <= MaxDataBytes {
+		if size <= statusobjects.MaxDataBytes {
 			return data, nil
 		}
 	}
-	return nil, fmt.Errorf("the report of Cluster %s would exceed %d bytes with %d rows, even without messages", r.Cluster, MaxDataBytes, len(r.Rows))
+	return nil, fmt.Errorf("the report of Cluster %s would exceed %d bytes with %d rows, even without messages", r.Cluster, statusobjects.MaxDataBytes, len(r.Rows))
 }
 
 // newObject returns the report ConfigMap of a Cluster, with data.

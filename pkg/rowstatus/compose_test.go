@@ -1,4 +1,4 @@
-package copyview
+package rowstatus
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ var (
 )
 
 // deliveries are one delivery of each kind the composer tells apart.
-func deliveries() map[string]delivery {
+func deliveries() map[string]Delivery {
 	engine := copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "from the engine"}
 	engineCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &syncedAt}
 	report := copycontract.Status{Phase: courier.CopyPhaseConflict, Message: "from the agent"}
@@ -29,32 +29,32 @@ func deliveries() map[string]delivery {
 	reportNote := copycontract.Status{Phase: courier.CopyPhaseDenied, Message: "the kept copy was removed"}
 	published := copycontract.Status{Phase: courier.CopyPhaseForbidden, Message: "from the holder"}
 	publishedCopy := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied by the holder", SyncedResourceVersion: "5", LastSyncTime: &syncedAt}
-	agent := func(heard bool, overdue bool) *agentState {
-		a := &agentState{user: "agent-c1", cluster: c1, overdue: overdue}
+	agent := func(heard bool, overdue bool) *Agent {
+		a := &Agent{User: "agent-c1", Cluster: c1, Overdue: overdue}
 		if heard {
-			a.lastHeard, a.interval = heardAt, 2*time.Second
+			a.LastHeard, a.Interval = heardAt, 2*time.Second
 		} else {
-			a.since = pulledAt
+			a.Since = pulledAt
 		}
 		return a
 	}
-	return map[string]delivery{
+	return map[string]Delivery{
 		"engine, no record":           {},
-		"engine record":               {record: &engine},
-		"engine record of a copy":     {record: &engineCopy},
-		"engine note":                 {record: &note},
-		"agent heard, note":           {record: &reportNote, agent: agent(true, false)},
-		"replica published a note":    {record: &note, fromReplica: true},
-		"agent heard, row unreported": {agent: agent(true, false)},
-		"agent heard, report":         {record: &report, agent: agent(true, false)},
-		"agent heard, report of copy": {record: &reportCopy, agent: agent(true, false)},
-		"agent awaited":               {agent: agent(false, false)},
-		"agent silent, no entry":      {agent: agent(true, true)},
-		"agent silent, entry of copy": {record: &reportCopy, agent: agent(true, true)},
-		"agent never heard":           {agent: agent(false, true)},
-		"replica, nothing published":  {fromReplica: true},
-		"replica published":           {record: &published, fromReplica: true},
-		"replica published a copy":    {record: &publishedCopy, fromReplica: true},
+		"engine record":               {Record: &engine},
+		"engine record of a copy":     {Record: &engineCopy},
+		"engine note":                 {Record: &note},
+		"agent heard, note":           {Record: &reportNote, Agent: agent(true, false)},
+		"replica published a note":    {Record: &note, FromReplica: true},
+		"agent heard, row unreported": {Agent: agent(true, false)},
+		"agent heard, report":         {Record: &report, Agent: agent(true, false)},
+		"agent heard, report of copy": {Record: &reportCopy, Agent: agent(true, false)},
+		"agent awaited":               {Agent: agent(false, false)},
+		"agent silent, no entry":      {Agent: agent(true, true)},
+		"agent silent, entry of copy": {Record: &reportCopy, Agent: agent(true, true)},
+		"agent never heard":           {Agent: agent(false, true)},
+		"replica, nothing published":  {FromReplica: true},
+		"replica published":           {Record: &published, FromReplica: true},
+		"replica published a copy":    {Record: &publishedCopy, FromReplica: true},
 	}
 }
 
@@ -63,7 +63,7 @@ func bases() map[courier.CopyPhase]courier.DownstreamCopyStatus {
 	out := map[courier.CopyPhase]courier.DownstreamCopyStatus{}
 	for _, p := range []courier.CopyPhase{courier.CopyPhaseInvalid, courier.CopyPhaseDenied, courier.CopyPhaseKept,
 		courier.CopyPhaseDeleting, courier.CopyPhaseSourceMissing, courier.CopyPhasePending} {
-		out[p] = status(p, "base "+string(p))
+		out[p] = New(p, "base "+string(p))
 	}
 	return out
 }
@@ -125,7 +125,7 @@ func TestPrecedence(t *testing.T) {
 			if got := ruleFor(tc.base, del); got != tc.rule {
 				t.Errorf("decided by rule %d, want %d", got, tc.rule)
 			}
-			got := compose(b[tc.base], "c1", del)
+			got := Compose(b[tc.base], "c1", del)
 			if got.Phase != tc.want || got.Message != tc.message || got.SyncedResourceVersion != tc.syncedRV {
 				t.Errorf("composed %s %q (synced %q), want %s %q (synced %q)", got.Phase, got.Message, got.SyncedResourceVersion,
 					tc.want, tc.message, tc.syncedRV)
@@ -154,7 +154,7 @@ func TestPrecedenceIsComplete(t *testing.T) {
 			}
 			used[i] = true
 			// The view's own verdicts never give way.
-			if got := compose(base, "c1", d); phase != courier.CopyPhasePending && got.Phase != phase {
+			if got := Compose(base, "c1", d); phase != courier.CopyPhasePending && got.Phase != phase {
 				t.Errorf("base %s with %s shows %s", phase, name, got.Phase)
 			}
 		}
@@ -167,14 +167,14 @@ func TestPrecedenceIsComplete(t *testing.T) {
 }
 
 // The status endpoint answers with the status the row will show.
-func TestReportedStatus(t *testing.T) {
+func TestReported(t *testing.T) {
 	synced := copycontract.Status{Phase: courier.CopyPhaseSynced, Message: "copied", SyncedResourceVersion: "7", LastSyncTime: &syncedAt}
 	spec := courier.DownstreamCopySpec{Cluster: "c1", Source: courier.CopySource{Kind: "Secret", Name: "s", ResourceVersion: "7"},
 		Target: courier.CopyTarget{Namespace: "apps", Name: "s"}}
 	missing := spec
 	missing.Source.ResourceVersion = ""
 	denied := &courier.DownstreamCopy{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "r",
-		Labels: map[string]string{courier.LabelDeliver: "false"}}, Spec: spec, Status: status(courier.CopyPhaseDenied, "never exported")}
+		Labels: map[string]string{courier.LabelDeliver: "false"}}, Spec: spec, Status: New(courier.CopyPhaseDenied, "never exported")}
 	for _, tc := range []struct {
 		name string
 		row  *courier.DownstreamCopy
@@ -186,7 +186,7 @@ func TestReportedStatus(t *testing.T) {
 		{"not delivered: the view's", denied, courier.CopyPhaseDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ReportedStatus(tc.row, synced); got.Phase != tc.want {
+			if got := Reported(tc.row, synced); got.Phase != tc.want {
 				t.Errorf("%s %q, want %s", got.Phase, got.Message, tc.want)
 			}
 		})

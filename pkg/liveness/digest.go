@@ -1,4 +1,4 @@
-package agentreport
+package liveness
 
 import (
 	"crypto/rand"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/courier-dev/courier/pkg/rowstatus"
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
@@ -30,9 +31,9 @@ import (
 // takes, for each Cluster, the newest record among its own memory, the
 // digests and the report's _heartbeat.
 const (
-	// LivenessLabel marks digest ConfigMaps; the digest informer selects
-	// only them.
-	LivenessLabel = "courier.dev/agent-liveness"
+	// Label marks digest ConfigMaps; the digest informer selects only
+	// them.
+	Label = "courier.dev/agent-liveness"
 	// AnnotationReplica names the replica that writes a digest.
 	AnnotationReplica = "courier.dev/replica"
 	// DigestKey is the data key of a digest's records.
@@ -41,8 +42,8 @@ const (
 	// over (sharding.Bucket with this count): at 10,000 Clusters about 625
 	// each, ~30 KiB with names of 30 characters.
 	DigestShards = 16
-	// livenessPrefix starts every digest's name.
-	livenessPrefix = "courier-agent-liveness."
+	// namePrefix starts every digest's name.
+	namePrefix = "courier-agent-liveness."
 )
 
 // heard is when a Cluster's agent was last heard and its report interval.
@@ -53,7 +54,7 @@ type heard struct {
 
 // deadline is when the Cluster turns Unreachable unless heard again.
 func (h heard) deadline() time.Time {
-	return h.at.Add(MissedIntervals * h.interval)
+	return h.at.Add(rowstatus.MissedIntervals * h.interval)
 }
 
 // newer reports whether h is a later record than o (a zero o is older
@@ -62,7 +63,7 @@ func (h heard) newer(o heard) bool { return h.at.After(o.at) }
 
 // DigestName is the name of a replica's digest of one shard.
 func DigestName(identity string, shard int) string {
-	return livenessPrefix + identity + "." + strconv.Itoa(shard)
+	return namePrefix + identity + "." + strconv.Itoa(shard)
 }
 
 // digestShard is the shard a Cluster's records are kept in.
@@ -137,7 +138,7 @@ func newDigest(namespace, identity string, shard int, records map[types.Namespac
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   namespace,
 			Name:        DigestName(identity, shard),
-			Labels:      map[string]string{LivenessLabel: "true"},
+			Labels:      map[string]string{Label: "true"},
 			Annotations: map[string]string{AnnotationReplica: identity},
 		},
 		Data: map[string]string{DigestKey: encodeDigest(records)},

@@ -1,4 +1,4 @@
-package agentreport
+package clusterstatus
 
 import (
 	"cmp"
@@ -11,13 +11,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/courier-dev/courier/pkg/copycontract"
+	"github.com/courier-dev/courier/pkg/internal/statusobjects"
+	"github.com/courier-dev/courier/pkg/liveness"
 )
 
 // Rows tells which Cluster a row belongs to, so that a report keeps
@@ -49,7 +50,7 @@ type Options struct {
 	// one write (see Record).
 	Linger time.Duration
 	// Liveness keeps the heartbeats apart from the reports (required).
-	Liveness *Liveness
+	Liveness *liveness.Tracker
 	// MaxWrites bounds the writes in flight at once, over every Cluster;
 	// DefaultMaxWrites when 0.
 	MaxWrites int
@@ -71,7 +72,7 @@ type Store struct {
 	onLeftovers func(types.NamespacedName)
 	clock       clock.PassiveClock
 	linger      time.Duration
-	liveness    *Liveness
+	liveness    *liveness.Tracker
 
 	mu sync.RWMutex
 	// reports are the parsed reports by Cluster; byName maps a ConfigMap's
@@ -90,22 +91,7 @@ type Store struct {
 // NewInformer returns an informer of the report ConfigMaps in namespace,
 // selected by Label: Courier never caches other ConfigMaps in full.
 func NewInformer(client kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
-	return labelledConfigMaps(client, namespace, Label, resync)
-}
-
-// labelledConfigMaps is an informer of the ConfigMaps in namespace that
-// carry label=true, without their managed fields.
-func labelledConfigMaps(client kubernetes.Interface, namespace, label string, resync time.Duration) cache.SharedIndexInformer {
-	inf := corev1informers.NewFilteredConfigMapInformer(client, namespace, resync, cache.Indexers{}, func(o *metav1.ListOptions) {
-		o.LabelSelector = label + "=true"
-	})
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		if m, ok := obj.(metav1.Object); ok {
-			m.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
-	return inf
+	return statusobjects.Informer(client, namespace, Label, resync)
 }
 
 // New returns a Store over o.Informer, which must not have started yet
@@ -131,9 +117,9 @@ func New(o Options) (*Store, error) {
 		s.clock = clock.RealClock{}
 	}
 	if s.liveness == nil {
-		return nil, errors.New("agentreport: a Store needs a Liveness")
+		return nil, errors.New("clusterstatus: a Store needs a liveness.Tracker")
 	}
-	registerMetrics()
+	statusobjects.RegisterMetrics()
 	if _, err := o.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: s.put,
 		UpdateFunc: func(old, obj any) {
@@ -157,7 +143,7 @@ func (s *Store) HasSynced() bool {
 }
 
 // Report returns the last report of a Cluster's agent, with the newest
-// heartbeat any replica heard (Liveness) when it is newer than the one the
+// heartbeat any replica heard (liveness.Tracker) when it is newer than the one the
 // report was written with. The report is shared and must not be
 // modified.
 func (s *Store) Report(cluster types.NamespacedName) (*Report, bool) {
@@ -253,7 +239,7 @@ func (s *Store) notify(c types.NamespacedName) {
 // heartbeat that every report is, and returns once it is written upstream
 // (or found current there), or ctx is done.
 //
-// The heartbeat goes to Liveness, in memory: it never writes the report.
+// The heartbeat goes to the liveness.Tracker, in memory: it never writes the report.
 // The report is written only when the row's status changed (sameStatus):
 // a report that repeats the status upstream returns at once. Changes for
 // one Cluster are coalesced: while a write for the Cluster is in flight

@@ -1,10 +1,9 @@
-package agentreport
+package clusterstatus
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/liveness"
 )
 
 const ns = "courier-system"
@@ -53,7 +53,7 @@ type fixture struct {
 	t       *testing.T
 	client  *fake.Clientset
 	store   *Store
-	live    *Liveness
+	live    *liveness.Tracker
 	clock   *clocktesting.FakeClock
 	changed chan types.NamespacedName
 	// owners receives the owners OnLeftovers is told of.
@@ -94,7 +94,7 @@ func newFixtureWith(t *testing.T, with func(*Options), rows Rows, objs ...runtim
 					return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), obj.Name, fmt.Errorf("the object has been modified"))
 				}
 			}
-			if strings.HasPrefix(obj.Name, livenessPrefix) {
+			if obj.Labels[liveness.Label] == "true" {
 				f.digestWrites.Add(1)
 			} else {
 				f.writes.Add(1) // accepted writes
@@ -103,14 +103,14 @@ func newFixtureWith(t *testing.T, with func(*Options), rows Rows, objs ...runtim
 		}
 		return false, nil, nil
 	})
-	inf, linf := NewInformer(f.client, ns, 0), NewLivenessInformer(f.client, ns, 0)
+	inf, linf := NewInformer(f.client, ns, 0), liveness.NewInformer(f.client, ns, 0)
 	onChange := func(c types.NamespacedName) {
 		select {
 		case f.changed <- c:
 		default:
 		}
 	}
-	live, err := NewLiveness(LivenessOptions{Namespace: ns, Identity: "replica-a", Client: f.client.CoreV1(), Informer: linf,
+	live, err := liveness.New(liveness.Options{Namespace: ns, Identity: "replica-a", Client: f.client.CoreV1(), Informer: linf,
 		Clock: f.clock, OnChange: onChange})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,11 @@
-package agentreport
+// Package liveness keeps when each pulled Cluster's courier-agent was last
+// heard, and its report interval (docs/design.md#pull-delivery,
+// docs/scale-out.md "Liveness"): a heartbeat costs no write upstream.
+// Each replica keeps what it heard in memory and writes it, at most as
+// often as readers need, into digests of its own that every replica
+// reads (digest.go). The Clusters' status objects (pkg/clusterstatus) ask
+// it for the newest heartbeat; the agent's side is pkg/agent/report.
+package liveness
 
 import (
 	"context"
@@ -16,6 +23,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/courier-dev/courier/pkg/internal/statusobjects"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 // The write rules of the digests (see digest.go for their format). A
@@ -27,8 +37,13 @@ import (
 // report interval, and never more than once per MinDigestPeriod. A reader
 // then sees a live agent's newest record at most RefreshIntervals
 // intervals old plus Tick and the write's latency: below the
-// MissedIntervals (3) that make it Unreachable.
+// rowstatus.MissedIntervals (3) that make it Unreachable.
 const (
+	// MinInterval and MaxInterval bound the report interval an agent may
+	// declare: below a second every heartbeat would be a write upstream,
+	// beyond an hour a silent agent would go unnoticed for hours.
+	MinInterval = time.Second
+	MaxInterval = time.Hour
 	// RefreshIntervals is how old, in the agent's report intervals, a
 	// record may get in this replica's digest before it is replaced.
 	RefreshIntervals = 2
@@ -48,15 +63,15 @@ const (
 	flushTimeout = 3 * time.Second
 )
 
-// LivenessOptions configure a Liveness.
-type LivenessOptions struct {
+// Options configure a Tracker.
+type Options struct {
 	// Namespace holds the digests: Courier's own namespace.
 	Namespace string
 	// Identity names this replica's digests (NewIdentity).
 	Identity string
 	// Client writes them.
 	Client typedcorev1.ConfigMapsGetter
-	// Informer watches every replica's digests (NewLivenessInformer).
+	// Informer watches every replica's digests (NewInformer).
 	Informer cache.SharedIndexInformer
 	// Clock is the real clock when nil.
 	Clock clock.WithTicker
@@ -76,11 +91,11 @@ type digest struct {
 	records         map[types.NamespacedName]heard
 }
 
-// Liveness keeps when each pulled Cluster's agent was last heard: this
+// Tracker keeps when each pulled Cluster's agent was last heard: this
 // replica's memory, written to its digests at most as often as readers
 // need, and every replica's digests. It is safe for concurrent use.
-type Liveness struct {
-	o LivenessOptions
+type Tracker struct {
+	o Options
 
 	mu sync.Mutex
 	// mine is what this replica heard.
@@ -93,19 +108,19 @@ type Liveness struct {
 	written map[int]time.Time
 }
 
-// NewLivenessInformer returns an informer of the digests in namespace,
-// selected by LivenessLabel.
-func NewLivenessInformer(client kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
-	return labelledConfigMaps(client, namespace, LivenessLabel, resync)
+// NewInformer returns an informer of the digests in namespace,
+// selected by Label.
+func NewInformer(client kubernetes.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
+	return statusobjects.Informer(client, namespace, Label, resync)
 }
 
-// NewLiveness returns a Liveness over o.Informer.
-func NewLiveness(o LivenessOptions) (*Liveness, error) {
+// New returns a Tracker over o.Informer.
+func New(o Options) (*Tracker, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	registerMetrics()
-	l := &Liveness{o: o, mine: map[types.NamespacedName]heard{}, digests: map[string]*digest{},
+	statusobjects.RegisterMetrics()
+	l := &Tracker{o: o, mine: map[types.NamespacedName]heard{}, digests: map[string]*digest{},
 		newest: map[types.NamespacedName]heard{}, written: map[int]time.Time{}}
 	_, err := o.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    l.put,
@@ -116,11 +131,11 @@ func NewLiveness(o LivenessOptions) (*Liveness, error) {
 }
 
 // HasSynced reports whether every digest has been read once.
-func (l *Liveness) HasSynced() bool { return l.o.Informer.HasSynced() }
+func (l *Tracker) HasSynced() bool { return l.o.Informer.HasSynced() }
 
 // Heard records that a Cluster's agent was heard now, with its report
 // interval. It writes nothing.
-func (l *Liveness) Heard(c types.NamespacedName, interval time.Duration) {
+func (l *Tracker) Heard(c types.NamespacedName, interval time.Duration) {
 	now := l.o.Clock.Now()
 	l.mu.Lock()
 	prev := l.lastLocked(c)
@@ -133,14 +148,14 @@ func (l *Liveness) Heard(c types.NamespacedName, interval time.Duration) {
 
 // Last returns when a Cluster's agent was last heard by any replica, and
 // its interval then.
-func (l *Liveness) Last(c types.NamespacedName) (at time.Time, interval time.Duration, ok bool) {
+func (l *Tracker) Last(c types.NamespacedName) (at time.Time, interval time.Duration, ok bool) {
 	l.mu.Lock()
 	h := l.lastLocked(c)
 	l.mu.Unlock()
 	return h.at, h.interval, !h.at.IsZero()
 }
 
-func (l *Liveness) lastLocked(c types.NamespacedName) heard {
+func (l *Tracker) lastLocked(c types.NamespacedName) heard {
 	h, n := l.mine[c], l.newest[c]
 	if n.newer(h) {
 		return n
@@ -149,16 +164,16 @@ func (l *Liveness) lastLocked(c types.NamespacedName) heard {
 }
 
 // put takes in a digest from the informer (or as this replica wrote it).
-func (l *Liveness) put(obj any) {
+func (l *Tracker) put(obj any) {
 	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok || !strings.HasPrefix(cm.Name, livenessPrefix) {
+	if !ok || !strings.HasPrefix(cm.Name, namePrefix) {
 		return
 	}
 	d := &digest{resourceVersion: cm.ResourceVersion, replica: cm.Annotations[AnnotationReplica], records: decodeDigest(cm.Data[DigestKey])}
 	l.replace(cm.Name, d)
 }
 
-func (l *Liveness) remove(obj any) {
+func (l *Tracker) remove(obj any) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -170,7 +185,7 @@ func (l *Liveness) remove(obj any) {
 // replace sets (nil: removes) a digest, recomputes the newest records of
 // its Clusters and tells OnChange of those whose deadline moved other
 // than forward, or that came back.
-func (l *Liveness) replace(name string, d *digest) {
+func (l *Tracker) replace(name string, d *digest) {
 	now := l.o.Clock.Now()
 	var changed []types.NamespacedName
 	l.mu.Lock()
@@ -216,7 +231,7 @@ func (l *Liveness) replace(name string, d *digest) {
 
 // Run writes this replica's digests as they fall due, and removes those
 // of replicas that are gone, until ctx is done.
-func (l *Liveness) Run(ctx context.Context) {
+func (l *Tracker) Run(ctx context.Context) {
 	tick := l.o.Clock.NewTicker(Tick)
 	defer tick.Stop()
 	lastCleanup := l.o.Clock.Now()
@@ -237,14 +252,14 @@ func (l *Liveness) Run(ctx context.Context) {
 // Flush writes every digest of this replica whose records are behind its
 // memory, due or not: on shutdown, so that a restart or another replica
 // knows what this one heard last.
-func (l *Liveness) Flush() {
+func (l *Tracker) Flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	l.writeDue(ctx, true)
 }
 
 // writeDue writes the digests that are due (all behind ones when final).
-func (l *Liveness) writeDue(ctx context.Context, final bool) {
+func (l *Tracker) writeDue(ctx context.Context, final bool) {
 	for shard, records := range l.due(final) {
 		if err := l.write(ctx, shard, records); err != nil {
 			klog.FromContext(ctx).Error(err, "Writing a liveness digest failed; retrying", "digest", DigestName(l.o.Identity, shard))
@@ -253,7 +268,7 @@ func (l *Liveness) writeDue(ctx context.Context, final bool) {
 }
 
 // due returns the records of each of this replica's digests to write now.
-func (l *Liveness) due(final bool) map[int]map[types.NamespacedName]heard {
+func (l *Tracker) due(final bool) map[int]map[types.NamespacedName]heard {
 	now := l.o.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -298,7 +313,7 @@ func (l *Liveness) due(final bool) map[int]map[types.NamespacedName]heard {
 }
 
 // recordedLocked returns this replica's record of c in its digest s.
-func (l *Liveness) recordedLocked(s int, c types.NamespacedName) (heard, bool) {
+func (l *Tracker) recordedLocked(s int, c types.NamespacedName) (heard, bool) {
 	d := l.digests[DigestName(l.o.Identity, s)]
 	if d == nil {
 		return heard{}, false
@@ -309,7 +324,7 @@ func (l *Liveness) recordedLocked(s int, c types.NamespacedName) (heard, bool) {
 
 // write replaces this replica's digest of a shard with records; this
 // replica is its only writer, so the write is unconditional.
-func (l *Liveness) write(ctx context.Context, shard int, records map[types.NamespacedName]heard) error {
+func (l *Tracker) write(ctx context.Context, shard int, records map[types.NamespacedName]heard) error {
 	l.mu.Lock()
 	l.written[shard] = l.o.Clock.Now()
 	l.mu.Unlock()
@@ -318,7 +333,7 @@ func (l *Liveness) write(ctx context.Context, shard int, records map[types.Names
 	if len(records) == 0 {
 		err := cms.Delete(ctx, name, metav1.DeleteOptions{})
 		if err == nil {
-			writesTotal.WithLabelValues("digest_delete").Inc()
+			statusobjects.CountWrite("digest_delete")
 		}
 		if err == nil || apierrors.IsNotFound(err) {
 			l.replace(name, nil)
@@ -335,12 +350,12 @@ func (l *Liveness) write(ctx context.Context, shard int, records map[types.Names
 	if err != nil {
 		return err
 	}
-	writesTotal.WithLabelValues("digest").Inc()
+	statusobjects.CountWrite("digest")
 	l.put(got)
 	return nil
 }
 
-// fit drops the oldest records until a digest stays under MaxDataBytes
+// fit drops the oldest records until a digest stays under statusobjects.MaxDataBytes
 // (at ~340 bytes a line, the longest names, a shard holds 2,700
 // Clusters; at 48, 19,000).
 func fit(records map[types.NamespacedName]heard) {
@@ -348,7 +363,7 @@ func fit(records map[types.NamespacedName]heard) {
 	for c := range records {
 		size += len(c.Namespace) + len(c.Name) + 32
 	}
-	if size <= MaxDataBytes {
+	if size <= statusobjects.MaxDataBytes {
 		return
 	}
 	keys := make([]types.NamespacedName, 0, len(records))
@@ -357,7 +372,7 @@ func fit(records map[types.NamespacedName]heard) {
 	}
 	sort.Slice(keys, func(i, j int) bool { return records[keys[i]].at.Before(records[keys[j]].at) })
 	for _, c := range keys {
-		if size <= MaxDataBytes {
+		if size <= statusobjects.MaxDataBytes {
 			return
 		}
 		size -= len(c.Namespace) + len(c.Name) + 32
@@ -368,10 +383,10 @@ func fit(records map[types.NamespacedName]heard) {
 // cleanup deletes the digests of other replicas none of whose records
 // still matter: each is past Retention, of a Cluster no longer pulled, or
 // superseded (another record of that Cluster is newer by more than
-// MissedIntervals of its intervals, which a live replica's never falls
+// rowstatus.MissedIntervals of its intervals, which a live replica's never falls
 // behind). A live replica's digest is not deleted; a deletion that races
 // with its write fails on the resourceVersion.
-func (l *Liveness) cleanup(ctx context.Context) {
+func (l *Tracker) cleanup(ctx context.Context) {
 	for shard, records := range l.pruned() {
 		if err := l.write(ctx, shard, records); err != nil {
 			klog.FromContext(ctx).Error(err, "Writing a liveness digest failed; retrying", "digest", DigestName(l.o.Identity, shard))
@@ -380,7 +395,7 @@ func (l *Liveness) cleanup(ctx context.Context) {
 	for name, rv := range l.stale() {
 		err := l.o.Client.ConfigMaps(l.o.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		if err == nil {
-			writesTotal.WithLabelValues("digest_delete").Inc()
+			statusobjects.CountWrite("digest_delete")
 		}
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			klog.FromContext(ctx).Error(err, "Deleting the liveness digest of a replica that is gone failed", "digest", name)
@@ -391,7 +406,7 @@ func (l *Liveness) cleanup(ctx context.Context) {
 // pruned drops this replica's records past Retention or of Clusters no
 // longer pulled, and returns the records of each digest that held one,
 // to be written without them (a digest of silent agents is never due).
-func (l *Liveness) pruned() map[int]map[types.NamespacedName]heard {
+func (l *Tracker) pruned() map[int]map[types.NamespacedName]heard {
 	now := l.o.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -413,7 +428,7 @@ func (l *Liveness) pruned() map[int]map[types.NamespacedName]heard {
 }
 
 // stale returns the digests cleanup deletes, with their resourceVersions.
-func (l *Liveness) stale() map[string]string {
+func (l *Tracker) stale() map[string]string {
 	now := l.o.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -427,7 +442,7 @@ func (l *Liveness) stale() map[string]string {
 			if now.Sub(h.at) > Retention || (l.o.Pulled != nil && !l.o.Pulled(c)) {
 				continue
 			}
-			if !l.lastLocked(c).at.After(h.at.Add(MissedIntervals * h.interval)) {
+			if !l.lastLocked(c).at.After(h.at.Add(rowstatus.MissedIntervals * h.interval)) {
 				matters = true
 				break
 			}

@@ -1,4 +1,4 @@
-package agentreport
+package clusterstatus
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
+	"github.com/courier-dev/courier/pkg/internal/statusobjects"
+	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
 func TestObjectName(t *testing.T) {
@@ -66,7 +68,7 @@ func TestFromStatusUpdate(t *testing.T) {
 		wantMessage  string
 	}{
 		{name: "synced with interval", in: row(courier.CopyPhaseSynced, s("2s"), nil), wantInterval: 2 * time.Second, wantMessage: "ok"},
-		{name: "no annotation: the default", in: row(courier.CopyPhaseForbidden, nil, nil), wantInterval: DefaultInterval, wantMessage: "ok"},
+		{name: "no annotation: the default", in: row(courier.CopyPhaseForbidden, nil, nil), wantInterval: rowstatus.DefaultInterval, wantMessage: "ok"},
 		{name: "unknown phase", in: row("Exploded", s("30s"), nil), wantErr: `status.phase: Unsupported value: "Exploded"`},
 		{name: "empty phase", in: row("", s("30s"), nil), wantErr: `status.phase: Unsupported value: ""`},
 		{name: "interval not a duration", in: row(courier.CopyPhaseSynced, s("soon"), nil), wantErr: "must be a Go duration"},
@@ -77,7 +79,7 @@ func TestFromStatusUpdate(t *testing.T) {
 		}), wantErr: "status.syncedResourceVersion: Too long"},
 		{name: "long message cut", in: row(courier.CopyPhaseConflict, nil, func(r *courier.DownstreamCopy) {
 			r.Status.Message = strings.Repeat("é", 2000)
-		}), wantInterval: DefaultInterval, wantMessage: strings.Repeat("é", (MaxMessageBytes-3)/2) + "..."},
+		}), wantInterval: rowstatus.DefaultInterval, wantMessage: strings.Repeat("é", (MaxMessageBytes-3)/2) + "..."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, interval, errs := FromStatusUpdate(tc.in)
@@ -114,8 +116,8 @@ func TestEncodeShortensMessagesToFit(t *testing.T) {
 	for k, v := range data {
 		size += len(k) + len(v)
 	}
-	if size > MaxDataBytes || len(data) != 1500 {
-		t.Errorf("%d entries of %d bytes in all, want 1500 within %d", len(data), size, MaxDataBytes)
+	if size > statusobjects.MaxDataBytes || len(data) != 1500 {
+		t.Errorf("%d entries of %d bytes in all, want 1500 within %d", len(data), size, statusobjects.MaxDataBytes)
 	}
 	for i := range 20000 {
 		r.Rows[fmt.Sprintf("app.edge1.secret.%0200d", i)] = Entry{Phase: courier.CopyPhaseSynced}
