@@ -47,6 +47,7 @@ const (
 	agentAwaited              // pulled; no report from its agent yet, not overdue
 	agentSilent               // pulled; its agent was heard, then nothing for MissedIntervals intervals
 	agentNeverHeard           // pulled; no report for MissedIntervals default intervals since it was seen pulled
+	byNobody                  // nobody delivers (a malformed agent annotation): why
 )
 
 // recordIs is what the deliverer recorded of the row.
@@ -68,6 +69,7 @@ const (
 	showRecord                   // the deliverer's record
 	showAwaited                  // Pending, naming the agent waited for and since when
 	showUnreachable              // Unreachable, saying when the agent was last heard (the record's synced RV and time kept)
+	showNobody                   // Invalid, saying why nobody delivers
 )
 
 // precedenceRule is one row of the precedence table.
@@ -90,8 +92,9 @@ var precedence = []precedenceRule{
 	// A missing source stays SourceMissing, saying so when a copy stays.
 	{courier.CopyPhaseSourceMissing, anyDeliverer, recordOfCopy, showBaseAndCopy},
 	{courier.CopyPhaseSourceMissing, anyDeliverer, recordAny, showBase},
-	// Pending: an overdue agent first, then a waited-for agent, then the
+	// Pending: nobody to deliver first, an overdue agent next, then a waited-for agent, then the
 	// deliverer's record, else the base.
+	{courier.CopyPhasePending, byNobody, recordAny, showNobody},
 	{courier.CopyPhasePending, agentSilent, recordAny, showUnreachable},
 	{courier.CopyPhasePending, agentNeverHeard, recordAny, showUnreachable},
 	{courier.CopyPhasePending, agentAwaited, recordAny, showAwaited},
@@ -112,6 +115,9 @@ type delivery struct {
 	// has not passed over since it gained it); record is what its
 	// deliverer published.
 	fromReplica bool
+	// nobody says why nobody delivers the row's Cluster
+	// (clusterdelivery.Of); "" when someone does.
+	nobody string
 }
 
 // agentState is how a pulled Cluster's agent's reports stand.
@@ -133,6 +139,8 @@ type agentState struct {
 
 func (d delivery) deliverer() deliverer {
 	switch {
+	case d.nobody != "":
+		return byNobody
 	case d.agent == nil && d.fromReplica:
 		return byReplica
 	case d.agent == nil:
@@ -193,6 +201,8 @@ func compose(base courier.DownstreamCopyStatus, cluster string, d delivery) cour
 		return status(courier.CopyPhasePending, d.agent.awaited())
 	case showUnreachable:
 		s = status(courier.CopyPhaseUnreachable, d.agent.unreachable())
+	case showNobody:
+		return status(courier.CopyPhaseInvalid, d.nobody)
 	}
 	if d.record != nil {
 		s.SyncedResourceVersion = d.record.SyncedResourceVersion
