@@ -58,7 +58,7 @@ func TestAgentAnnotationOneAnswer(t *testing.T) {
 	}
 	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")}, targets...))
 
-	t.Run("the engine and the rows", func(t *testing.T) { oneAnswerEngineAndRows(t, w, dest) })
+	oneAnswerEngineAndRows(t, w, dest) // not a subtest: the workspace's waits fail w.t
 	t.Run("the DELIVERED-BY column", func(t *testing.T) {
 		for cluster, want := range map[string]string{"edge": "agent", "blank": courier.Name(), "spaced": "<none>", "badsa": "<none>"} {
 			f := strings.Fields(wideLine(t, w.ns, "app."+cluster+".secret.s"))
