@@ -35,6 +35,23 @@ const (
 	Leader
 )
 
+// String names the way, for messages and logs.
+func (w Way) String() string {
+	switch w {
+	case Agent:
+		return "agent"
+	case Pushed:
+		return "pushed"
+	case ThisReplica:
+		return "this replica"
+	case Replica:
+		return "replica"
+	case Leader:
+		return "leader"
+	}
+	return "nobody"
+}
+
 // Answer is who delivers one Cluster's copies.
 type Answer struct {
 	Way Way

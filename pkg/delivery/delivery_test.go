@@ -59,7 +59,7 @@ func TestOf(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := Of(tt.cluster)
 			if a.Way != tt.want || a.Agent != tt.wantAgent {
-				t.Errorf("Of = %+v; want way %d, agent %q", a, tt.want, tt.wantAgent)
+				t.Errorf("Of = way %s, agent %q; want way %s, agent %q", a.Way, a.Agent, tt.want, tt.wantAgent)
 			}
 			if (tt.wantReason == "") != (a.Reason == "") || !strings.Contains(a.Reason, tt.wantReason) {
 				t.Errorf("Reason %q; want one containing %q", a.Reason, tt.wantReason)
@@ -106,7 +106,7 @@ func TestBy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := By(tt.cluster, tt.holders)
 			if a != tt.want {
-				t.Errorf("By = %+v, want %+v", a, tt.want)
+				t.Errorf("By = %#v, want %#v", a, tt.want)
 			}
 			if a.Pushed() != tt.wantPushed {
 				t.Errorf("Pushed = %v, want %v", a.Pushed(), tt.wantPushed)
