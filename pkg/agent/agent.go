@@ -46,8 +46,8 @@ import (
 type Config struct {
 	// Cluster is the agent's Fleet Cluster upstream.
 	Cluster types.NamespacedName
-	// Upstream reaches the management cluster as the agent's identity (its
-	// courier.dev/agent-user).
+	// Upstream reaches the management cluster as the agent's identity: the
+	// user its Cluster's agent annotation names (docs/design.md#pull-delivery).
 	Upstream *rest.Config
 	// Local reaches the cluster the agent writes into.
 	Local *rest.Config

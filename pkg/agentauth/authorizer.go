@@ -8,8 +8,8 @@
 // request it lets through must still be allowed by the upstream RBAC (asked
 // once per agent and kind of request, and remembered: allowcache.go):
 //
-//   - A user named by a Cluster's courier.dev/agent-user annotation is that
-//     Cluster's agent. An agent may get, list and watch downstreamcopies in
+//   - The user a Cluster's agent annotation names (delivery.Of,
+//     docs/design.md#pull-delivery) is that Cluster's agent. An agent may get, list and watch downstreamcopies in
 //     its Cluster's namespace (list and watch only with a field selector
 //     pinning spec.cluster to its Cluster; get only of its Cluster's rows),
 //     get downstreamcopies/payload and update downstreamcopies/status of its
@@ -37,8 +37,8 @@ import (
 
 // Agents tells which Fleet Clusters a user is the agent of.
 type Agents interface {
-	// ClustersOf returns the Clusters whose courier.dev/agent-user
-	// annotation is username.
+	// ClustersOf returns the Clusters whose agent is username, as
+	// delivery.Of answers (docs/design.md#pull-delivery).
 	ClustersOf(username string) []types.NamespacedName
 	// HasSynced reports whether the Clusters have been read: before that
 	// no one can be told apart from an agent.

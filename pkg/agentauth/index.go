@@ -16,8 +16,9 @@ import (
 	"github.com/courier-dev/courier/pkg/memstore"
 )
 
-// agentUserIndex indexes Clusters by their courier.dev/agent-user.
-const agentUserIndex = "courier.dev/agent-user"
+// agentIndex indexes Clusters by the user of their agent, as delivery.Of
+// answers it (docs/design.md#pull-delivery).
+const agentIndex = "courier.dev/agent"
 
 // ClusterIndex answers Agents from the Fleet Cluster informer, through an
 // index of its cache by annotation value: a lookup costs no list.
@@ -27,31 +28,33 @@ type ClusterIndex struct {
 
 var _ Agents = &ClusterIndex{}
 
-// NewClusterIndex adds the agent-user index to the Cluster informer. Call
-// it before the informer starts.
+// NewClusterIndex adds the agent index to the Cluster informer. Call it
+// before the informer starts.
 func NewClusterIndex(informer cache.SharedIndexInformer) (*ClusterIndex, error) {
-	if err := informer.AddIndexers(cache.Indexers{agentUserIndex: agentUserOf}); err != nil {
-		return nil, fmt.Errorf("indexing Clusters by %s: %w", courier.AnnotationAgentUser, err)
+	if err := informer.AddIndexers(cache.Indexers{agentIndex: agentOf}); err != nil {
+		return nil, fmt.Errorf("indexing Clusters by their agent's user: %w", err)
 	}
 	return &ClusterIndex{informer: informer}, nil
 }
 
-// agentUserOf is the index function: a Cluster's agent user, if any. An
-// empty annotation names no one.
-func agentUserOf(obj any) ([]string, error) {
+// agentOf is the index function: the user of a Cluster's agent when
+// delivery.Of says the Cluster is pulled. A pushed Cluster (an empty agent
+// annotation included) and one that nobody delivers (a malformed one) have
+// no agent: no user may read their payloads.
+func agentOf(obj any) ([]string, error) {
 	c, ok := obj.(*fleet.Cluster)
 	if !ok {
 		return nil, nil
 	}
-	if u, pulled := delivery.AgentUser(c); pulled {
-		return []string{u}, nil
+	if a := delivery.Of(c); a.Pulled() {
+		return []string{a.Agent}, nil
 	}
 	return nil, nil
 }
 
 // ClustersOf implements Agents.
 func (x *ClusterIndex) ClustersOf(username string) []types.NamespacedName {
-	objs, err := x.informer.GetIndexer().ByIndex(agentUserIndex, username)
+	objs, err := x.informer.GetIndexer().ByIndex(agentIndex, username)
 	if err != nil {
 		return nil
 	}

@@ -35,6 +35,9 @@ func TestClusterIndex(t *testing.T) {
 		cluster("ws", "edge2", "agent-b"),
 		cluster("ws", "pushed", ""),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "empty", Annotations: map[string]string{courier.AnnotationAgentUser: ""}}},
+		// Malformed (delivery.Of): nobody delivers, so nobody is its agent.
+		cluster("ws", "spaced", " agent-d"),
+		cluster("ws", "anonymous", "system:anonymous"),
 	} {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)
@@ -50,6 +53,11 @@ func TestClusterIndex(t *testing.T) {
 	}
 	if got := sorted(""); len(got) != 0 {
 		t.Errorf("an empty annotation names %v", got)
+	}
+	for _, u := range []string{" agent-d", "agent-d", "system:anonymous"} {
+		if got := sorted(u); len(got) != 0 {
+			t.Errorf("%q is the agent of %v through a malformed annotation", u, got)
+		}
 	}
 	if got := sorted("nobody"); len(got) != 0 {
 		t.Errorf("nobody is the agent of %v", got)

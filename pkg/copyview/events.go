@@ -137,10 +137,10 @@ func (c *Controller) clusterEvents() cache.ResourceEventHandler {
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*fleet.Cluster)
 			n, _ := obj.(*fleet.Cluster)
-			// Labels decide targeting; the agent-user annotation whether
-			// the Cluster is pulled, and so where its rows' status comes
-			// from.
-			if o == nil || n == nil || agentOf(o) != agentOf(n) {
+			// Labels decide targeting; the agent annotation who
+			// delivers the Cluster (clusterdelivery.Of), and so where
+			// its rows' status comes from.
+			if o == nil || n == nil || clusterdelivery.Of(o) != clusterdelivery.Of(n) {
 				c.forgetPulledOf(obj) // a new agent is waited for from now
 				c.queueNamespaceOf(obj)
 			} else if !labels.Equals(o.Labels, n.Labels) {
@@ -315,11 +315,4 @@ func namespaceAndName(obj any) (namespace, name string, ok bool) {
 	}
 	namespace, name, err = cache.SplitMetaNamespaceKey(key)
 	return namespace, name, err == nil
-}
-
-// agentOf is the agent a Cluster is pulled by ("" when pushed): a change
-// of it changes where the Cluster's rows' status comes from.
-func agentOf(c *fleet.Cluster) string {
-	user, _ := clusterdelivery.AgentUser(c)
-	return user
 }

@@ -53,14 +53,11 @@ func clusterKeyOf(l copycontract.Leftover) string {
 	return l.HelmOp.Namespace + "/" + l.Cluster
 }
 
-// pushed reports whether a Cluster exists and is not pulled.
+// pushed reports whether a Cluster exists and the replicas push it
+// (clusterdelivery.Of): not pulled, and not delivered by nobody.
 func (c *Controller) pushed(namespace, cluster string) bool {
-	_, err := c.inputs.Clusters.Clusters(namespace).Get(cluster)
-	if err != nil {
-		return false
-	}
-	_, pulled := c.agentUser(namespace, cluster)
-	return !pulled
+	a, known := c.deliveryOf(namespace, cluster)
+	return known && a.Pushed()
 }
 
 // LeftoversChanged is told that an owner's leftover copies changed in a

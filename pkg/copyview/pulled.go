@@ -13,8 +13,8 @@ import (
 	"github.com/courier-dev/courier/pkg/rowstatus"
 )
 
-// Pulled Clusters (docs/design.md#pull-delivery): a Cluster with the courier.dev/agent-user
-// annotation is written by its courier-agent, not by the engine, and its
+// Pulled Clusters (docs/design.md#pull-delivery): a Cluster whose agent
+// annotation names its agent (clusterdelivery.Of) is written by its courier-agent, not by the engine, and its
 // rows show what that agent reported:
 //
 //   - before the agent has reported on a row: Pending, waiting for it,
@@ -60,18 +60,19 @@ type deadline struct {
 	timer clock.Timer
 }
 
-// agentUser returns the agent user of a row's Cluster, and whether the
-// Cluster is pulled.
-func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
+// deliveryOf returns who delivers a row's Cluster, from the Cluster alone
+// (clusterdelivery.Of), and whether the Cluster is known.
+func (c *Controller) deliveryOf(namespace, cluster string) (clusterdelivery.Answer, bool) {
 	cl, err := c.inputs.Clusters.Clusters(namespace).Get(cluster)
 	if err != nil {
-		return "", false
+		return clusterdelivery.Answer{}, false
 	}
-	return clusterdelivery.AgentUser(cl)
+	return clusterdelivery.Of(cl), true
 }
 
 // delivery returns what a computed row's deliverer says of it, for
-// rowstatus.Compose: its agent's report for a pulled Cluster's row; for a pushed
+// rowstatus.Compose: its agent's report for a pulled Cluster's row; why
+// nobody delivers for the row of a Cluster nobody does; for a pushed
 // one, the engine's record when this replica delivers to the Cluster and
 // has one, else what the deliverer published. So a replica that just
 // gained a Cluster shows the previous deliverer's last word until its own
@@ -80,8 +81,10 @@ func (c *Controller) agentUser(namespace, cluster string) (string, bool) {
 // still observes shows its own record only for rows the leader has not
 // published.
 func (c *Controller) delivery(r *courier.DownstreamCopy) rowstatus.Delivery {
-	if user, pulled := c.agentUser(r.Namespace, r.Spec.Cluster); pulled {
-		return c.reported(r, user)
+	if a, known := c.deliveryOf(r.Namespace, r.Spec.Cluster); a.Pulled() {
+		return c.reported(r, a.Agent)
+	} else if known && !a.Pushed() {
+		return rowstatus.Delivery{Nobody: a.Reason}
 	}
 	if c.engine == nil {
 		return rowstatus.Delivery{}

@@ -182,6 +182,28 @@ func TestClusterTurningPulledIsRecomputed(t *testing.T) {
 	wantPhase(t, f, "app.c2.secret.creds", courier.CopyPhasePending, "waiting for the courier-agent agent-c2")
 }
 
+// A Cluster whose agent annotation turns malformed is delivered by nobody
+// (delivery.Of): its rows are Invalid saying why, not the engine's record
+// nor a wait for an agent; emptied, it is pushed again and shows the
+// engine's record.
+func TestClusterNobodyDelivers(t *testing.T) {
+	f, _, _ := newPulledFixture(t)
+	const row = "app.c2.secret.creds"
+	wantPhase(t, f, row, courier.CopyPhaseConflict, "from the engine")
+	old := cluster("c2", nil)
+	malformed := old.DeepCopy()
+	malformed.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-c2 "}
+	f.c.started.Store(true)
+	f.update(old, malformed)
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseInvalid, `annotation "agent-c2 " names no agent Courier can recognise: it has white space around it`)
+	empty := old.DeepCopy()
+	empty.Annotations = map[string]string{courier.AnnotationAgentUser: ""}
+	f.update(malformed, empty)
+	f.drain()
+	wantPhase(t, f, row, courier.CopyPhaseConflict, "from the engine")
+}
+
 // A report for a Cluster with no rows, or for rows that went, costs
 // nothing and fails nothing.
 func TestReportOfClusterWithoutRows(t *testing.T) {

@@ -13,6 +13,11 @@ import (
 	"github.com/courier-dev/courier/pkg/sharding"
 )
 
+// Which Clusters the replicas push at all is delivery.Of's answer
+// (pushed, pulled.go); this file fences the writes for those Clusters by
+// the terms of the buckets this replica holds, which no name in a Lease
+// (delivery.By's answer, for the DELIVERED-BY column) can replace.
+
 // Shards says which Clusters this replica delivers to when delivery is
 // shared by every replica (docs/design.md#scale-out): those of the buckets it holds.
 // sharding.Manager implements it.

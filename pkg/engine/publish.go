@@ -49,8 +49,8 @@ func (e *Engine) publishRecord(clusterKey string) {
 	}
 	ns, name := copycontract.SplitKey(clusterKey)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
-	if err != nil || Pulled(cluster) {
-		return // gone, or its agent reports (docs/design.md#pull-delivery)
+	if err != nil || !pushed(cluster) {
+		return // gone, or its agent reports, or nobody delivers (docs/design.md#pull-delivery)
 	}
 	copies := e.desired.copiesFor(clusterKey)
 	rows := make(map[string]copycontract.Status, len(copies))

@@ -5,18 +5,20 @@ import (
 	"github.com/courier-dev/courier/pkg/delivery"
 )
 
-// Pulled reports whether a Cluster is delivered by its own courier-agent
-// (delivery.Pulled, docs/design.md#pull-delivery) rather than pushed. Push
-// and pull are never both used for one Cluster: the push engine neither
-// writes, sweeps nor records anything for a pulled Cluster, whose rows
-// show what its agent reports. The agent runs this same engine over a
-// Cluster it synthesizes without the annotation.
-func Pulled(cluster *fleet.Cluster) bool {
-	return delivery.Pulled(cluster)
+// pushed reports whether the push engine delivers a Cluster: whether
+// delivery.Of answers that the replicas push it
+// (docs/design.md#pull-delivery). Push and pull are never both used for
+// one Cluster: the push engine neither writes, sweeps nor records anything
+// for a pulled Cluster, whose rows show what its agent reports, nor for
+// one that nobody delivers (a malformed agent annotation), whose rows say
+// why. The agent runs this same engine over a Cluster it synthesizes
+// without the annotation.
+func pushed(cluster *fleet.Cluster) bool {
+	return delivery.Of(cluster).Pushed()
 }
 
 // leave drops what the push engine held for a Cluster it no longer
-// writes to -- one that is now pulled, or, with sharding, one whose bucket
+// writes to -- one that is now pulled or delivered by nobody, or, with sharding, one whose bucket
 // another replica holds -- as when the Cluster is deleted: its downstream
 // client (and so its informers and connections), expected echoes, twin
 // record, identities, leftover copies and the statuses of its rows, so

@@ -15,27 +15,32 @@ import (
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 )
 
-// setClusters replaces the engine's Clusters: c1 pushed and c2 pushed, or
-// pulled by its agent.
-func (env *testEnv) setClusters(c2Pulled bool) {
+// setClusters replaces the engine's Clusters: c1 pushed, and c2 with
+// the annotations given.
+func (env *testEnv) setClusters(c2Annotations map[string]string) {
 	clusters := newIndexer()
 	_ = clusters.Add(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "c1"}})
-	c2 := &fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "c2"}}
-	if c2Pulled {
-		c2.Annotations = map[string]string{courier.AnnotationAgentUser: "agent-c2"}
-	}
-	_ = clusters.Add(c2)
+	_ = clusters.Add(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fleetNS, Name: "c2", Annotations: c2Annotations}})
 	env.e.cfg.Clusters = fleetlisters.NewClusterLister(clusters)
 }
 
-// A pulled Cluster (docs/design.md#pull-delivery) is not pushed: its client is forgotten and
-// nothing is read, written, swept or recorded there, while the pushed
-// Cluster next to it is written. A status recorded by a push pass before
-// the Cluster became pulled is dropped, and the view told.
+// A Cluster the replicas do not push (delivery.Of,
+// docs/design.md#pull-delivery) -- pulled by its agent, or delivered by
+// nobody for a malformed agent annotation -- is not written: its client is
+// forgotten and nothing is read, written, swept or recorded there, while
+// the pushed Cluster next to it is written. A status recorded by a push
+// pass before is dropped, and the view told. An empty annotation names
+// no agent: that Cluster is pushed, as the first pass shows.
 func TestPulledClusterNotPushed(t *testing.T) {
+	for name, agent := range map[string]string{"pulled": "agent-c2", "nobody, white space": " agent-c2", "nobody, anonymous": "system:anonymous"} {
+		t.Run(name, func(t *testing.T) { testNotPushed(t, agent) })
+	}
+}
+
+func testNotPushed(t *testing.T, agent string) {
 	down := newFakeCluster(true)
 	env := newEnv(t, down, srcSecret("db", "7"), srcConfigMap("settings", "9"))
-	env.setClusters(false)
+	env.setClusters(map[string]string{courier.AnnotationAgentUser: ""})
 	r1 := row("ConfigMap", "settings", "9", courier.CopyPhasePending)
 	r2 := rowFor(appOp.Name, "c2", "Secret", "db", "7", courier.CopyPhasePending)
 	env.setDesired(r1, r2)
@@ -44,23 +49,23 @@ func TestPulledClusterNotPushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st := env.mustStatus(r2); st.Phase != courier.CopyPhaseSynced {
-		t.Fatalf("c2 while pushed: %+v, want Synced", st)
+		t.Fatalf("c2 while pushed (an empty agent annotation): %+v, want Synced", st)
 	}
 
-	env.setClusters(true)
+	env.setClusters(map[string]string{courier.AnnotationAgentUser: agent})
 	down.kube.ClearActions()
 	env.ds.gets, env.changes = 0, nil
 	if err := env.e.reconcileCluster(env.ctx, fleetNS+"/c2"); err != nil {
 		t.Fatal(err)
 	}
 	if got := env.downActions(); len(got) != 0 {
-		t.Errorf("pulled c2: downstream requests %q, want none", got)
+		t.Errorf("c2 not pushed: downstream requests %q, want none", got)
 	}
 	if env.ds.gets != 0 || !slices.Equal(env.ds.forgotten, []string{fleetNS + "/c2"}) {
-		t.Errorf("pulled c2: %d client gets, forgotten %q; want none and c2 forgotten", env.ds.gets, env.ds.forgotten)
+		t.Errorf("c2 not pushed: %d client gets, forgotten %q; want none and c2 forgotten", env.ds.gets, env.ds.forgotten)
 	}
 	if st, ok := env.status(r2); ok {
-		t.Errorf("pulled c2 keeps a push status: %+v", st)
+		t.Errorf("c2 not pushed keeps a push status: %+v", st)
 	}
 	if len(env.changes) != 1 || !slices.Equal(env.changes[0].Rows, []string{keyOf(r2)}) {
 		t.Errorf("status changes %+v, want c2's row", env.changes)

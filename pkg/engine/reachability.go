@@ -151,8 +151,8 @@ func (e *Engine) probeUntilBack(ctx context.Context, clusterKey string) {
 func (e *Engine) answers(ctx context.Context, clusterKey string) bool {
 	ns, name := copycontract.SplitKey(clusterKey)
 	cluster, err := e.cfg.Clusters.Clusters(ns).Get(name)
-	if err != nil || Pulled(cluster) {
-		return false // gone or pulled: the next pass (queued by that change) drops it
+	if err != nil || !pushed(cluster) {
+		return false // gone, pulled or delivered by nobody: the next pass (queued by that change) drops it
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

@@ -75,8 +75,8 @@ func (e *Engine) passCluster(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
-	if Pulled(cluster) {
-		e.leave(key) // its agent writes there (docs/design.md#pull-delivery)
+	if !pushed(cluster) {
+		e.leave(key) // its agent writes there, or nobody does (docs/design.md#pull-delivery)
 		return nil
 	}
 	copies := e.desired.copiesFor(key)

@@ -47,6 +47,7 @@ const (
 	agentAwaited              // pulled; no report from its agent yet, not overdue
 	agentSilent               // pulled; its agent was heard, then nothing for MissedIntervals intervals
 	agentNeverHeard           // pulled; no report for MissedIntervals default intervals since it was seen pulled
+	byNobody                  // nobody delivers (a malformed agent annotation): why
 )
 
 // recordIs is what the deliverer recorded of the row.
@@ -70,6 +71,7 @@ const (
 	showRecord                   // the deliverer's record
 	showAwaited                  // Pending, naming the agent waited for and since when
 	showUnreachable              // Unreachable, saying when the agent was last heard (the record's synced RV and time kept)
+	showNobody                   // Invalid, saying why nobody delivers
 )
 
 // precedenceRule is one row of the precedence table.
@@ -95,8 +97,9 @@ var precedence = []precedenceRule{
 	// A missing source stays SourceMissing, saying so when a copy stays.
 	{courier.CopyPhaseSourceMissing, anyDeliverer, recordOfCopy, showBaseAndCopy},
 	{courier.CopyPhaseSourceMissing, anyDeliverer, recordAny, showBase},
-	// Pending: an overdue agent first, then a waited-for agent, then the
+	// Pending: nobody to deliver first, an overdue agent next, then a waited-for agent, then the
 	// deliverer's record, else the base.
+	{courier.CopyPhasePending, byNobody, recordAny, showNobody},
 	{courier.CopyPhasePending, agentSilent, recordAny, showUnreachable},
 	{courier.CopyPhasePending, agentNeverHeard, recordAny, showUnreachable},
 	{courier.CopyPhasePending, agentAwaited, recordAny, showAwaited},
@@ -117,6 +120,9 @@ type Delivery struct {
 	// has not passed over since it gained it); Record is what its
 	// deliverer published.
 	FromReplica bool
+	// Nobody says why nobody delivers the row's Cluster (delivery.Of);
+	// "" when someone does.
+	Nobody string
 }
 
 // Agent is how a pulled Cluster's agent's reports stand.
@@ -138,6 +144,8 @@ type Agent struct {
 
 func (d Delivery) deliverer() deliverer {
 	switch {
+	case d.Nobody != "":
+		return byNobody
 	case d.Agent == nil && d.FromReplica:
 		return byReplica
 	case d.Agent == nil:
@@ -211,6 +219,8 @@ func Compose(base courier.DownstreamCopyStatus, cluster string, d Delivery) cour
 		return New(courier.CopyPhasePending, d.Agent.awaited())
 	case showUnreachable:
 		s = New(courier.CopyPhaseUnreachable, d.Agent.unreachable())
+	case showNobody:
+		return New(courier.CopyPhaseInvalid, d.Nobody)
 	}
 	if d.Record != nil {
 		s.SyncedResourceVersion = d.Record.SyncedResourceVersion

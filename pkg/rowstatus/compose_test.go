@@ -17,6 +17,8 @@ var (
 	syncedAt = metav1.NewTime(heardAt.Add(-time.Minute))
 	pulledAt = heardAt.Add(-time.Hour)
 	c1       = types.NamespacedName{Namespace: "fleet-default", Name: "c1"}
+	// nobodyWhy is why nobody delivers a Cluster (delivery.Of).
+	nobodyWhy = `the Cluster's courier.dev/agent-user annotation " x" names no agent Courier can recognise: it has white space around it; correct it, or remove it to push`
 )
 
 // deliveries are one delivery of each kind the composer tells apart.
@@ -55,6 +57,8 @@ func deliveries() map[string]Delivery {
 		"replica, nothing published":  {FromReplica: true},
 		"replica published":           {Record: &published, FromReplica: true},
 		"replica published a copy":    {Record: &publishedCopy, FromReplica: true},
+		"nobody":                      {Nobody: nobodyWhy},
+		"nobody, replica published":   {Nobody: nobodyWhy, Record: &publishedCopy, FromReplica: true},
 	}
 }
 
@@ -97,14 +101,18 @@ func TestPrecedence(t *testing.T) {
 		{5, courier.CopyPhaseSourceMissing, "agent silent, entry of copy", courier.CopyPhaseSourceMissing,
 			"base SourceMissing; the copy made from resourceVersion 6 stays in cluster c1", "6"},
 		{6, courier.CopyPhaseSourceMissing, "engine record", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
-		{7, courier.CopyPhasePending, "agent silent, entry of copy", courier.CopyPhaseUnreachable, silent, "6"},
-		{7, courier.CopyPhasePending, "agent silent, no entry", courier.CopyPhaseUnreachable, silent, ""},
-		{8, courier.CopyPhasePending, "agent never heard", courier.CopyPhaseUnreachable, never, ""},
-		{9, courier.CopyPhasePending, "agent awaited", courier.CopyPhasePending, waitingFirst, ""},
-		{10, courier.CopyPhasePending, "agent heard, row unreported", courier.CopyPhasePending, waiting, ""},
-		{11, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
-		{11, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
-		{12, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
+		{7, courier.CopyPhasePending, "nobody", courier.CopyPhaseInvalid, nobodyWhy, ""},
+		{7, courier.CopyPhasePending, "nobody, replica published", courier.CopyPhaseInvalid, nobodyWhy, ""},
+		{0, courier.CopyPhaseInvalid, "nobody", courier.CopyPhaseInvalid, "base Invalid", ""},
+		{6, courier.CopyPhaseSourceMissing, "nobody", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
+		{8, courier.CopyPhasePending, "agent silent, entry of copy", courier.CopyPhaseUnreachable, silent, "6"},
+		{8, courier.CopyPhasePending, "agent silent, no entry", courier.CopyPhaseUnreachable, silent, ""},
+		{9, courier.CopyPhasePending, "agent never heard", courier.CopyPhaseUnreachable, never, ""},
+		{10, courier.CopyPhasePending, "agent awaited", courier.CopyPhasePending, waitingFirst, ""},
+		{11, courier.CopyPhasePending, "agent heard, row unreported", courier.CopyPhasePending, waiting, ""},
+		{12, courier.CopyPhasePending, "agent heard, report", courier.CopyPhaseConflict, "from the agent", ""},
+		{12, courier.CopyPhasePending, "engine record of a copy", courier.CopyPhaseSynced, "copied", "7"},
+		{13, courier.CopyPhasePending, "engine, no record", courier.CopyPhasePending, "base Pending", ""},
 		// A pushed Cluster another replica delivers to: what it published,
 		// under the same precedence as the engine's own record.
 		{0, courier.CopyPhaseInvalid, "replica published a copy", courier.CopyPhaseInvalid, "base Invalid", ""},
@@ -113,9 +121,9 @@ func TestPrecedence(t *testing.T) {
 		{5, courier.CopyPhaseSourceMissing, "replica published a copy", courier.CopyPhaseSourceMissing,
 			"base SourceMissing; the copy made from resourceVersion 5 stays in cluster c1", "5"},
 		{6, courier.CopyPhaseSourceMissing, "replica, nothing published", courier.CopyPhaseSourceMissing, "base SourceMissing", ""},
-		{11, courier.CopyPhasePending, "replica published", courier.CopyPhaseForbidden, "from the holder", ""},
-		{11, courier.CopyPhasePending, "replica published a copy", courier.CopyPhaseSynced, "copied by the holder", "5"},
-		{13, courier.CopyPhasePending, "replica, nothing published", courier.CopyPhasePending, "base Pending", ""},
+		{12, courier.CopyPhasePending, "replica published", courier.CopyPhaseForbidden, "from the holder", ""},
+		{12, courier.CopyPhasePending, "replica published a copy", courier.CopyPhaseSynced, "copied by the holder", "5"},
+		{14, courier.CopyPhasePending, "replica, nothing published", courier.CopyPhasePending, "base Pending", ""},
 	} {
 		t.Run(fmt.Sprintf("rule %d: %s, %s", tc.rule, tc.base, tc.delivery), func(t *testing.T) {
 			del, ok := d[tc.delivery]

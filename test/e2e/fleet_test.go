@@ -270,27 +270,6 @@ func TestSourceCarryingFleetsLabel(t *testing.T) {
 	waitSecret(t, 0, dest, "s", 20*time.Second, "the copy removed with its owner", absentSecret)
 }
 
-// TestEmptyAgentUserIsPushed: a Cluster annotated courier.dev/agent-user
-// with an empty value names no agent, so it is pushed, and every part
-// agrees (docs/design.md#pull-delivery): the engine writes its copy, its
-// row is Synced, and DELIVERED-BY names the replica, not an agent.
-func TestEmptyAgentUserIsPushed(t *testing.T) {
-	w := newWorkspace(t, "ws-blank-agent", nil)
-	dest := "blank-agent-dest"
-	w.addCluster("blank", 0, "")
-	w.apply(&fleet.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "blank", Annotations: map[string]string{"courier.dev/agent-user": ""}},
-		Spec: fleet.ClusterSpec{KubeConfigSecret: w.ns + "-blank-kubeconfig"}})
-	w.apply(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}})
-	w.apply(helmOp("app", fleet.BundleDeploymentOptions{TargetNamespace: dest, DownstreamResources: resources("Secret/s")},
-		fleet.BundleTarget{ClusterName: "blank"}))
-	waitSecret(t, 0, dest, "s", 20*time.Second, "the pushed copy", secretData("k", "v"))
-	w.waitRows(metav1.ListOptions{}, "blank/Secret/s@"+dest+"=Synced")
-	wide := kubectl(t, "get", "dcp", "-n", w.ns, "-o", "wide", "--no-headers")
-	if f := strings.Fields(strings.TrimSpace(wide)); len(f) == 0 || f[len(f)-1] != courier.Name() {
-		t.Errorf("DELIVERED-BY of the row: %q, want %s", wide, courier.Name())
-	}
-}
-
 // TestRowNamesWithDots: HelmOp a.b on Cluster c and HelmOp a on Cluster b.c
 // are two rows with two names, and both copies are made (docs/design.md#the-downstreamcopy-view).
 func TestRowNamesWithDots(t *testing.T) {

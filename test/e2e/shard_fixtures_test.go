@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	courierapi "github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
+	"github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/generated/clientset/versioned"
 	"github.com/courier-dev/courier/pkg/sharding"
 	"github.com/courier-dev/courier/test/fleetsim"
@@ -294,8 +294,9 @@ func gauge(t *testing.T, c *localenv.Courier, name string) float64 {
 	return v
 }
 
-// pushedOwners counts, per holder, the pushed Clusters of every workspace
-// whose bucket it holds: what courier_shard_clusters_delivered counts.
+// pushedOwners counts, per holder, the pushed Clusters (delivery.Of) of
+// every workspace whose bucket it holds: what
+// courier_shard_clusters_delivered counts.
 func pushedOwners(t *testing.T) map[string]int {
 	t.Helper()
 	list, err := fleetClient(t).FleetV1alpha1().Clusters("").List(context.Background(), metav1.ListOptions{})
@@ -305,7 +306,7 @@ func pushedOwners(t *testing.T) map[string]int {
 	leases := bucketLeases(t)
 	out := map[string]int{}
 	for _, c := range list.Items {
-		if _, pulled := c.Annotations[courierapi.AnnotationAgentUser]; !pulled {
+		if delivery.Of(&c).Pushed() {
 			out[holderOf(leases[sharding.Bucket(c.Namespace, c.Name, sharding.DefaultBuckets)])]++
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/courier-dev/courier/pkg/agent"
+	"github.com/courier-dev/courier/pkg/apis/courier"
 	fleet "github.com/courier-dev/courier/pkg/apis/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/downstream"
 	"github.com/courier-dev/courier/pkg/leaderelect"
@@ -91,7 +92,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs := fss.FlagSet("agent")
 	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "The agent's Fleet Cluster in the management cluster, as <namespace>/<name>. Required.")
 	fs.StringVar(&o.UpstreamKubeconfig, "upstream-kubeconfig", o.UpstreamKubeconfig,
-		"Kubeconfig of the management cluster, as the agent's identity (the Cluster's courier.dev/agent-user). Required.")
+		"Kubeconfig of the management cluster, as the agent's identity (the user its Cluster's "+courier.AnnotationAgentUser+" annotation names). Required.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the cluster the agent writes copies into. Default: in-cluster configuration.")
 	fs.StringVar(&o.AgentNamespace, "agent-namespace", o.AgentNamespace,
 		"Namespace of this cluster where HelmOps' ServiceAccounts (and the fallback fleet-default) are looked up; copies are written as those ServiceAccounts.")

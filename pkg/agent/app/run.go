@@ -29,6 +29,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 
 	"github.com/courier-dev/courier/pkg/agent"
+	"github.com/courier-dev/courier/pkg/apis/courier"
 )
 
 // NewCommand returns the courier-agent command.
@@ -37,7 +38,7 @@ func NewCommand(ctx context.Context, o *Options) *cobra.Command {
 		Use:   "courier-agent",
 		Short: "Pulls a Fleet Cluster's downstreamResources copies from Courier into this cluster",
 		Long: `courier-agent runs in a downstream cluster whose Fleet Cluster carries the
-annotation courier.dev/agent-user. It watches that Cluster's downstreamcopies
+annotation ` + courier.AnnotationAgentUser + `. It watches that Cluster's downstreamcopies
 rows in the management cluster, reads each row's payload, writes the copies
 into this cluster by the same rules and with the same engine as Courier's push
 delivery, and reports each row's status back to Courier.`,

@@ -205,7 +205,7 @@ func (v *views) newReports(config *rest.Config, kube kubernetes.Interface, names
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*fleetv1alpha1.Cluster)
 			n, _ := obj.(*fleetv1alpha1.Cluster)
-			if o != nil && n != nil && delivery.Pulled(o) && !delivery.Pulled(n) {
+			if o != nil && n != nil && delivery.Of(o).Pulled() && !delivery.Of(n).Pulled() {
 				v.forgetReport(types.NamespacedName{Namespace: n.Namespace, Name: n.Name})
 			}
 		},
@@ -241,7 +241,7 @@ func (v *views) newLiveness(writer, kube kubernetes.Interface, namespace string)
 				return true // not known yet
 			}
 			cl, err := clusters.Lister().Clusters(c.Namespace).Get(c.Name)
-			return err == nil && delivery.Pulled(cl)
+			return err == nil && delivery.Of(cl).Pulled()
 		},
 	})
 	return err
@@ -291,7 +291,7 @@ func (v *views) sweepReports(ctx context.Context) {
 	}
 	for _, c := range v.reports.Clusters() {
 		cl, err := clusters.Lister().Clusters(c.Namespace).Get(c.Name)
-		if err == nil && delivery.Pulled(cl) {
+		if err == nil && delivery.Of(cl).Pulled() {
 			continue
 		}
 		r, ok := v.reports.Report(c)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/courier-dev/courier/pkg/delivery"
 	"github.com/courier-dev/courier/pkg/engine"
 	fleetlisters "github.com/courier-dev/courier/pkg/generated/listers/fleet/v1alpha1"
 	"github.com/courier-dev/courier/pkg/internal/kubeproto"
@@ -137,8 +138,8 @@ func (o *Options) newShards(config *rest.Config, clusters fleetlisters.ClusterLi
 	return m, &engine.ShardConfig{Shards: m, Buckets: s.Buckets, WriteTimeout: s.writeTimeout()}, nil
 }
 
-// pushedClusters lists the Clusters Courier delivers to itself (not
-// pulled by an agent).
+// pushedClusters lists the Clusters Courier delivers to itself: those
+// delivery.Of says the replicas push.
 func pushedClusters(lister fleetlisters.ClusterLister) []types.NamespacedName {
 	all, err := lister.List(labels.Everything())
 	if err != nil {
@@ -146,7 +147,7 @@ func pushedClusters(lister fleetlisters.ClusterLister) []types.NamespacedName {
 	}
 	out := make([]types.NamespacedName, 0, len(all))
 	for _, c := range all {
-		if !engine.Pulled(c) {
+		if delivery.Of(c).Pushed() {
 			out = append(out, types.NamespacedName{Namespace: c.Namespace, Name: c.Name})
 		}
 	}
@@ -162,23 +163,40 @@ func (v *views) runShards(ctx context.Context) {
 }
 
 // deliveredBy is the DELIVERED-BY cell of a row of Cluster
-// namespace/name: "agent" for a pulled Cluster, else the replica holding
-// its bucket as this replica sees it ("<none>" while nobody does), or
-// "leader" without sharding. It is computed when a Table is rendered, from
-// the Cluster informer and the Manager's view of the bucket Leases: the
-// holder changes without any row changing, and storing it in rows would
-// make every hand-over rewrite (and send to every watcher) the rows of a
-// whole bucket. It decides nothing.
+// namespace/name: delivery.By's answer (docs/design.md#pull-delivery):
+// "agent" for a pulled Cluster, else the replica holding its bucket as
+// this replica sees it ("<none>" while nobody does, or when nobody
+// delivers the Cluster at all), or "leader" without sharding. It is
+// computed when a Table is rendered, from the Cluster informer and the
+// Manager's view of the bucket Leases: the holder changes without any row
+// changing, and storing it in rows would make every hand-over rewrite (and
+// send to every watcher) the rows of a whole bucket. It decides nothing.
 func (v *views) deliveredBy(namespace, name string) string {
 	c, err := v.fleetInformers.Fleet().V1alpha1().Clusters().Lister().Clusters(namespace).Get(name)
-	if err == nil && engine.Pulled(c) {
-		return "agent"
+	if err != nil {
+		c = nil // unknown: nobody delivers
 	}
-	if v.shards == nil {
-		return "leader"
-	}
-	if h := v.shards.Holder(sharding.Bucket(namespace, name, v.shards.Buckets())); h != "" {
-		return h
-	}
-	return "<none>"
+	return delivery.By(c, v.holders()).String()
 }
+
+// holders is who holds the buckets for delivery.By: nil without sharding.
+func (v *views) holders() delivery.Holders {
+	if v.shards == nil {
+		return nil
+	}
+	return shardHolders{v.shards}
+}
+
+// shardHolders is delivery.Holders over the Manager's view of the bucket
+// Leases, which pkg/sharding keeps.
+type shardHolders struct{ m *sharding.Manager }
+
+var _ delivery.Holders = shardHolders{}
+
+// HolderOf implements delivery.Holders.
+func (h shardHolders) HolderOf(namespace, name string) string {
+	return h.m.Holder(sharding.Bucket(namespace, name, h.m.Buckets()))
+}
+
+// Self implements delivery.Holders.
+func (h shardHolders) Self() string { return h.m.Identity() }

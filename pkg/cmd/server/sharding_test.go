@@ -41,12 +41,15 @@ func TestDeliveredBy(t *testing.T) {
 	_ = clusters.Add(&fleetv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: "edge",
 		Annotations: map[string]string{courier.AnnotationAgentUser: "agent-edge"}}})
 	_ = clusters.Add(&fleetv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: "pushed"}})
+	_ = clusters.Add(&fleetv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: "blank",
+		Annotations: map[string]string{courier.AnnotationAgentUser: ""}}})
+	_ = clusters.Add(&fleetv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet-default", Name: "spaced",
+		Annotations: map[string]string{courier.AnnotationAgentUser: "agent-spaced "}}})
 	v := &views{fleetInformers: f}
-	if got := v.deliveredBy("fleet-default", "edge"); got != "agent" {
-		t.Errorf("pulled Cluster: %q, want agent", got)
-	}
-	if got := v.deliveredBy("fleet-default", "pushed"); got != "leader" {
-		t.Errorf("without sharding: %q, want leader", got)
+	for cluster, want := range map[string]string{"edge": "agent", "pushed": "leader", "blank": "leader", "spaced": "<none>", "gone": "<none>"} {
+		if got := v.deliveredBy("fleet-default", cluster); got != want {
+			t.Errorf("without sharding, Cluster %s: %q, want %q", cluster, got, want)
+		}
 	}
 	m, err := sharding.New(kubefake.NewClientset(), sharding.Config{Namespace: "courier-system", Identity: "courier-0"})
 	if err != nil {

@@ -82,8 +82,8 @@ type views struct {
 	// the view decides rows with it, and every source read for
 	// copying is guarded by it.
 	exports *exportpolicy.Policy
-	// agents indexes the Fleet Clusters by courier.dev/agent-user, for
-	// pull delivery (agents.go).
+	// agents indexes the Fleet Clusters by their agent's user
+	// (delivery.Of), for pull delivery (agents.go).
 	agents *agentauth.ClusterIndex
 	// reports keeps the agents' reports, read through reportInformer.
 	reports        *clusterstatus.Store

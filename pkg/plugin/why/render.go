@@ -85,7 +85,8 @@ func deliveredBy(s string) string {
 	case "leader":
 		return "leader (the Courier replica holding the Lease)"
 	case "<none>":
-		return "<none>: no Courier replica holds this Cluster's bucket right now"
+		return "<none>: nobody delivers this Cluster right now: no Courier replica holds its bucket, " +
+			"or its agent annotation names no agent Courier can recognise (its rows are Invalid, saying why)"
 	}
 	return s + " (the Courier replica holding this Cluster's bucket)"
 }
