@@ -69,11 +69,32 @@ func (m *Manager) undesired(members []string) []*coordinationv1.Lease {
 	return out
 }
 
+// strays returns the bucket Leases that name this replica, that it does
+// not hold and is not the desired owner of, and that it has seen
+// unchanged for a RetryPeriod: a release that failed (its bucket was
+// dropped from the held ones before the write), or an acquisition whose
+// answer was cut off but which was recorded. While this replica lives
+// nobody else takes such a Lease (its holder is not gone), so it
+// releases it itself; it delivers nothing for it (Owns is false).
+func (m *Manager) strays(now time.Time, members []string) []*coordinationv1.Lease {
+	var out []*coordinationv1.Lease
+	for b := 0; b < m.cfg.Buckets; b++ {
+		if m.holds(b) || DesiredOwner(b, members) == m.cfg.Identity {
+			continue
+		}
+		obs, ok := m.buckets.get(bucketLeaseName(b))
+		if ok && obs.holder() == m.cfg.Identity && obs.staleFor(now, m.cfg.RetryPeriod) {
+			out = append(out, obs.lease)
+		}
+	}
+	return out
+}
+
 // release clears holderIdentity of a Lease this replica held, on the
 // condition that nobody wrote it since (resourceVersion), so that the
 // desired owner may take it at once. Delivery for it must have stopped
 // already. A failed release is only logged: the bucket then moves once
-// this replica is seen gone.
+// this replica is seen gone, or at a later pass (strays).
 //
 // A conflict can be this replica's own write: an acquisition whose answer
 // was cut off may still have been recorded, and the copy held is then one

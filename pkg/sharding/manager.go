@@ -244,6 +244,9 @@ func (m *Manager) step(ctx context.Context) {
 	for _, l := range toRelease {
 		m.release(ctx, l)
 	}
+	for _, l := range m.strays(now, members) {
+		m.release(ctx, l)
+	}
 	gained := m.acquireDesired(ctx, now, members)
 	for _, b := range renewed.regained {
 		if m.holds(b) { // not handed over just now

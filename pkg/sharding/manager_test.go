@@ -387,3 +387,42 @@ func TestUnownedMetric(t *testing.T) {
 		t.Errorf("holds %d, want %d", len(m.Held()), DefaultBuckets-want)
 	}
 }
+
+// TestAStrayLeaseIsReleased: a bucket Lease that names a live replica
+// which does not hold it (its release failed, or its acquisition's answer
+// was cut off although the write was recorded) is released by that
+// replica, so the desired owner takes it well before any expiry; nobody
+// else may take it while its holder lives.
+func TestAStrayLeaseIsReleased(t *testing.T) {
+	store, clk := newFakeLeases(), testclock.NewFakeClock(t0)
+	a := newTestManager(t, store, clk, "courier-a", nil)
+	b := newTestManager(t, store, clk, "courier-b", nil)
+	converge(clk, 3, a, b)
+	members := []string{"courier-a", "courier-b"}
+	stray := -1
+	for x := 0; x < DefaultBuckets && stray < 0; x++ {
+		if DesiredOwner(x, members) == "courier-b" && b.Owns(x) {
+			stray = x
+		}
+	}
+	if stray < 0 {
+		t.Fatal("courier-b owns none of its buckets")
+	}
+	// The Lease names courier-a in a new term, as its recorded
+	// acquisition would, but courier-a does not hold the bucket.
+	l, _ := store.Get(context.Background(), bucketLeaseName(stray), metav1.GetOptions{})
+	l.Spec.HolderIdentity = ptr.To("courier-a")
+	l.Spec.LeaseTransitions = ptr.To(transitions(l) + 1)
+	if _, err := store.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := clk.Now()
+	converge(clk, 3, a, b)
+	if a.Owns(stray) || !b.Owns(stray) || store.holder(bucketLeaseName(stray)) != "courier-b" {
+		t.Fatalf("bucket %d: courier-a owns %v, courier-b owns %v, Lease names %q; want courier-b's again",
+			stray, a.Owns(stray), b.Owns(stray), store.holder(bucketLeaseName(stray)))
+	}
+	if elapsed := clk.Since(start); elapsed >= DefaultLeaseDuration {
+		t.Errorf("handed back after %s, not before expiry", elapsed)
+	}
+}
