@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/courier-dev/courier/pkg/apis/courier"
@@ -113,22 +112,11 @@ func deniedStatus(cluster string, v exportpolicy.Verdict) courier.DownstreamCopy
 // new note. ok is false when the source is gone, changed, or no longer
 // denied: a full sync then computes the row.
 func (c *Controller) restatedDenied(stored *courier.DownstreamCopy) (*courier.DownstreamCopy, bool) {
-	lister := c.inputs.Secrets
-	if stored.Spec.Source.Kind == "ConfigMap" {
-		lister = c.inputs.ConfigMaps
-	}
-	if lister == nil {
+	kind, m, ok := c.source(ListedKey(stored.Namespace, stored.Spec.Source.Kind, stored.Spec.Source.Name))
+	if !ok || m.GetResourceVersion() != stored.Spec.Source.ResourceVersion {
 		return nil, false
 	}
-	obj, err := lister.ByNamespace(stored.Namespace).Get(stored.Spec.Source.Name)
-	if err != nil {
-		return nil, false
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil || m.GetResourceVersion() != stored.Spec.Source.ResourceVersion {
-		return nil, false
-	}
-	v, err := sourceVerdict(context.Background(), c.inputs, stored.Spec.Source.Kind, m)
+	v, err := sourceVerdict(context.Background(), c.inputs, kind, m)
 	if err != nil || !v.Denied() {
 		return nil, false
 	}
